@@ -1,0 +1,10 @@
+# SOFTHCA_SANITIZE=address gives ASan+UBSan, =thread gives TSan. Applied to every target.
+if(SOFTHCA_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(SOFTHCA_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT SOFTHCA_SANITIZE STREQUAL "none")
+  message(FATAL_ERROR "SOFTHCA_SANITIZE must be none, address or thread")
+endif()

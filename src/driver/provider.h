@@ -1,0 +1,86 @@
+// The user-space provider (the mlx5-style driver) as the verbs layer calls it.
+// The driver owns the objects behind every ibv_* handle (each embeds its ibv struct first, so the
+// handle and the object share an address), builds WQEs in host-memory rings, rings doorbells and
+// writes BlueFlame through pcie::HostPort, polls CQEs, and talks to the device's command
+// interface for the control path. It never includes the device model (src/hca).
+//
+// Conventions: functions returning int return 0 or a positive errno; pointer-returning functions
+// return nullptr and set errno. Argument checks that libibverbs itself does (NULL handles,
+// comp_mask checks of the extended verbs) belong to src/verbs; checks that the provider or the
+// device does (caps, sizes, states, masks) belong here or in the device.
+#pragma once
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hwif/device_interface.h"
+#include "pcie/host_port.h"
+
+namespace softhca::driver {
+
+// How a context reaches its device: the BAR (through the counted host port) and the command
+// interface. Owned by the runtime; outlives every context opened on it.
+struct DeviceLink {
+  pcie::HostPort* host_port = nullptr;
+  hwif::CommandInterface* cmd = nullptr;
+  uint32_t uar_index = 0;  // the UAR page this context may use
+};
+
+// ---- context -------------------------------------------------------------------------------
+// Allocates the context object (a verbs_context at its start), initialises the verbs_context
+// header (sz, abi_compat, device) and fills the data-path ops (poll_cq, req_notify_cq, post_send,
+// post_recv, post_srq_recv) of context.ops. cmd_fd/async_fd are real descriptors owned by the
+// context after this call. Returns nullptr with errno on failure.
+verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_fd, int async_fd);
+int close_context(ibv_context* ctx);
+
+int query_device(ibv_context* ctx, ibv_device_attr* attr);
+int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size);
+// port_attr_len is the caller's sizeof(struct ibv_port_attr) (48 for the old ABI, 52 now).
+int query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t port_attr_len);
+int query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid);
+int query_pkey(ibv_context* ctx, uint8_t port, int index, uint16_t* pkey);
+
+// ---- PD, MR, AH ------------------------------------------------------------------------------
+ibv_pd* alloc_pd(ibv_context* ctx);
+int dealloc_pd(ibv_pd* pd);  // EBUSY while MRs, QPs, SRQs or AHs use it
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
+int dereg_mr(ibv_mr* mr);
+ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
+int destroy_ah(ibv_ah* ah);
+
+// ---- CQ and completion channels ----------------------------------------------------------------
+ibv_comp_channel* create_comp_channel(ibv_context* ctx);
+int destroy_comp_channel(ibv_comp_channel* channel);  // EBUSY while CQs use it
+ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector);
+int destroy_cq(ibv_cq* cq);  // EBUSY while a QP or SRQ uses it
+// Blocks (unless the channel fd is non-blocking: -1/EAGAIN) until an event arrives.
+int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context);
+void ack_cq_events(ibv_cq* cq, unsigned int nevents);
+
+// ---- SRQ ----------------------------------------------------------------------------------------
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr);
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask);
+int query_srq(ibv_srq* srq, ibv_srq_attr* attr);
+int destroy_srq(ibv_srq* srq);
+
+// ---- QP -----------------------------------------------------------------------------------------
+// Every QP object is an ibv_qp_ex; attr->cap is updated with the actual capabilities.
+// send_ops_flags != 0 asks for the ibv_wr_* interface (see qp_ex below).
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops_flags);
+int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
+int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
+int destroy_qp(ibv_qp* qp);
+// The ibv_qp_ex of a QP created with send_ops_flags, else nullptr.
+ibv_qp_ex* qp_to_qp_ex(ibv_qp* qp);
+
+// ---- data path (also installed in context.ops) --------------------------------------------------
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+
+}  // namespace softhca::driver

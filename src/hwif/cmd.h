@@ -1,0 +1,169 @@
+// The control path between driver and device: a command interface in the spirit of mlx5's
+// command queue. Each command is a pair of plain structs (native byte order: the mailbox is a
+// software structure, not a PCIe payload) with a fixed opcode. Commands are not counted as PCIe
+// traffic: the model counts the data path only (docs/model.md).
+#pragma once
+#include <cstdint>
+
+#include "hwif/caps.h"
+
+namespace softhca::hwif {
+
+enum class CmdOpcode : uint16_t {
+  kQueryDevice = 1,
+  kQueryPort,
+  kAllocPd,
+  kDeallocPd,
+  kCreateMkey,
+  kDestroyMkey,
+  kCreateEq,
+  kDestroyEq,
+  kCreateCq,
+  kDestroyCq,
+  kCreateSrq,
+  kModifySrq,
+  kQuerySrq,
+  kDestroySrq,
+  kCreateQp,
+  kModifyQp,
+  kQueryQp,
+  kDestroyQp,
+};
+
+struct NoOut {};
+
+struct QueryDeviceIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQueryDevice; };
+struct QueryDeviceOut { DeviceCaps caps; };
+
+struct QueryPortIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQueryPort; uint8_t port = 1; };
+struct QueryPortOut { PortCaps port; };
+
+struct AllocPdIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kAllocPd; };
+struct AllocPdOut { uint32_t pdn = 0; };
+struct DeallocPdIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDeallocPd; uint32_t pdn = 0; };
+
+// Access rights of a memory key (same bit values as enum ibv_access_flags).
+enum MkeyAccess : uint32_t {
+  kAccessLocalWrite = 1,
+  kAccessRemoteWrite = 2,
+  kAccessRemoteRead = 4,
+  kAccessRemoteAtomic = 8,
+};
+struct CreateMkeyIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateMkey;
+  uint32_t pdn = 0;
+  uint32_t access = 0;   // MkeyAccess bits
+  uint64_t host_addr = 0;  // where the region starts in host (DMA) address space
+  uint64_t iova = 0;       // the address the keys are used with
+  uint64_t length = 0;
+};
+struct CreateMkeyOut { uint32_t lkey = 0; uint32_t rkey = 0; };
+struct DestroyMkeyIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyMkey; uint32_t lkey = 0; };
+
+// An event queue: a ring of Eqe in host memory and an interrupt (an eventfd, as with VFIO irqfd).
+struct CreateEqIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateEq;
+  uint64_t ring_addr = 0;
+  uint32_t log_nent = 0;
+  int irq_fd = -1;
+};
+struct CreateEqOut { uint32_t eqn = 0; };
+struct DestroyEqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyEq; uint32_t eqn = 0; };
+
+inline constexpr uint32_t kNoEq = 0xffffffff;
+struct CreateCqIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateCq;
+  uint64_t ring_addr = 0;   // nent * 64-byte CQEs, initialised to op_own = 0xf0
+  uint64_t dbrec_addr = 0;  // CqDbRec
+  uint32_t log_nent = 0;
+  uint32_t eqn = kNoEq;     // where completion events go (kNoEq: no completion channel)
+  uint32_t uar_index = 0;
+};
+struct CreateCqOut { uint32_t cqn = 0; };
+struct DestroyCqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyCq; uint32_t cqn = 0; };
+
+struct CreateSrqIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateSrq;
+  uint32_t pdn = 0;
+  uint64_t ring_addr = 0;
+  uint64_t dbrec_addr = 0;  // SrqDbRec
+  uint32_t log_wqe_cnt = 0;
+  uint32_t log_stride = 0;  // bytes per WQE, log2 (next segment + data segments)
+  uint32_t limit = 0;
+};
+struct CreateSrqOut { uint32_t srqn = 0; };
+struct ModifySrqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kModifySrq; uint32_t srqn = 0; uint32_t limit = 0; };
+struct QuerySrqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQuerySrq; uint32_t srqn = 0; };
+struct QuerySrqOut { uint32_t limit = 0; };
+struct DestroySrqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroySrq; uint32_t srqn = 0; };
+
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };  // values of enum ibv_qp_type
+enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };  // enum ibv_qp_state
+
+inline constexpr uint32_t kNoSrq = 0xffffffff;
+struct CreateQpIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateQp;
+  QpType type = QpType::kRc;
+  uint32_t pdn = 0;
+  uint32_t send_cqn = 0;
+  uint32_t recv_cqn = 0;
+  uint32_t srqn = kNoSrq;
+  uint64_t sq_addr = 0;     // send ring: 2^log_sq_bbs basic blocks of 64 bytes
+  uint32_t log_sq_bbs = 0;
+  uint64_t rq_addr = 0;     // receive ring (unused with an SRQ)
+  uint32_t log_rq_cnt = 0;
+  uint32_t log_rq_stride = 0;
+  uint64_t dbrec_addr = 0;  // QpDbRec
+  uint32_t uar_index = 0;
+  bool sq_sig_all = false;
+};
+struct CreateQpOut { uint32_t qpn = 0; };
+
+// Address vector of a connected QP's primary path.
+struct AddressVector {
+  uint16_t dlid = 0;
+  uint8_t sl = 0;
+  uint8_t src_path_bits = 0;
+  uint8_t static_rate = 0;
+  bool is_global = false;
+  Gid dgid{};
+  uint32_t flow_label = 0;
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 0;
+  uint8_t traffic_class = 0;
+  uint8_t port_num = 0;
+};
+
+// The attribute mask bits are those of enum ibv_qp_attr_mask (IBA 11.2.5.2 / verbs.h).
+struct QpAttributes {
+  QpState state = QpState::kReset;
+  QpState cur_state = QpState::kReset;
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint32_t dest_qpn = 0;
+  uint32_t access_flags = 0;  // MkeyAccess bits: what remote peers may do through this QP
+  AddressVector av{};
+  Mtu path_mtu = Mtu::k1024;
+  uint16_t pkey_index = 0;
+  uint8_t port_num = 1;
+  uint8_t max_rd_atomic = 0;       // outstanding RDMA READ/atomic as initiator
+  uint8_t max_dest_rd_atomic = 0;  // as responder
+  uint8_t min_rnr_timer = 0;       // IBA encoding, table 45
+  uint8_t timeout = 0;             // 4.096 us * 2^timeout; 0 = infinite
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;           // 7 = infinite
+  bool sq_draining = false;
+};
+
+struct ModifyQpIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kModifyQp;
+  uint32_t qpn = 0;
+  uint32_t attr_mask = 0;
+  QpAttributes attr{};
+};
+struct QueryQpIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQueryQp; uint32_t qpn = 0; };
+struct QueryQpOut { QpAttributes attr{}; };
+struct DestroyQpIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyQp; uint32_t qpn = 0; };
+
+}  // namespace softhca::hwif

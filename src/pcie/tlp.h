@@ -1,0 +1,55 @@
+// PCIe transaction layer packets as the model counts them: memory write (MWr), memory read
+// request (MRd) and completion with data (CplD), each with a direction and the cause that made it.
+// Sizes in bytes. Link-layer ACK/UpdateFC DLLPs are accounted for by the timing model, not here.
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+namespace softhca::pcie {
+
+enum class TlpType : uint8_t { kMWr, kMRd, kCplD };
+inline constexpr int kTlpTypeCount = 3;
+
+// Downstream: root complex -> device (CPU MMIO writes, completions of device reads).
+// Upstream: device -> root complex (DMA writes, DMA read requests, interrupts).
+enum class Direction : uint8_t { kDownstream, kUpstream };
+inline constexpr int kDirectionCount = 2;
+
+enum class TlpCause : uint8_t {
+  kDoorbell,      // 8-byte send doorbell (CPU)
+  kBlueFlame,     // WQE written through the BAR (CPU)
+  kCqArm,         // CQ arm doorbell (CPU)
+  kWqeRead,       // device fetches send WQEs
+  kPayloadRead,   // device gathers payload from registered memory
+  kRecvWqeRead,   // device fetches a receive WQE (RQ or SRQ)
+  kDbRecRead,     // device reads a doorbell record
+  kPayloadWrite,  // device scatters payload into registered memory
+  kAtomic,        // responder atomic: read and write-back of 8 bytes
+  kCqeWrite,      // 64-byte CQE
+  kEqeWrite,      // event queue entry
+  kInterrupt,     // MSI-X message
+};
+inline constexpr int kTlpCauseCount = 12;
+
+std::string_view to_string(TlpType t);
+std::string_view to_string(Direction d);
+std::string_view to_string(TlpCause c);
+
+struct Tlp {
+  TlpType type = TlpType::kMWr;
+  Direction dir = Direction::kDownstream;
+  TlpCause cause = TlpCause::kDoorbell;
+  uint64_t address = 0;
+  uint32_t payload_bytes = 0;  // data carried (0 for MRd; the read length is in read_bytes)
+  uint32_t read_bytes = 0;     // MRd only: bytes requested
+  uint32_t wire_bytes = 0;     // payload + header + framing
+};
+
+// Receives every TLP the ports emit: counters, traces, the timing model.
+class TlpSink {
+ public:
+  virtual ~TlpSink() = default;
+  virtual void on_tlp(const Tlp& tlp) = 0;
+};
+
+}  // namespace softhca::pcie
