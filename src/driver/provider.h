@@ -21,10 +21,18 @@ namespace softhca::driver {
 
 // How a context reaches its device: the BAR (through the counted host port) and the command
 // interface. Owned by the runtime; outlives every context opened on it.
+// When a single WQE is written through the BAR instead of rung with a doorbell
+// (verbs-abi.md §6.1 "Post list vs. BlueFlame"):
+//   kAuto   as mlx5: a single inline WQE that fits the BlueFlame buffer
+//   kOff    never (MLX5_SHUT_UP_BF)
+//   kPrefer every single WQE that fits, inline or not (MLX5_POST_SEND_PREFER_BF)
+enum class BlueFlameMode : uint8_t { kAuto, kOff, kPrefer };
+
 struct DeviceLink {
   pcie::HostPort* host_port = nullptr;
   hwif::CommandInterface* cmd = nullptr;
   uint32_t uar_index = 0;  // the UAR page this context may use
+  BlueFlameMode blueflame = BlueFlameMode::kAuto;
 };
 
 // ---- context -------------------------------------------------------------------------------

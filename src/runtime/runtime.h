@@ -1,0 +1,52 @@
+// Live mode inside one process: the devices this process sees, each a device model (src/hca) on
+// an in-process fabric, with its PCIe counters and the background agent that runs its timers.
+// Configured from the environment (docs/environment.md):
+//   SOFTHCA_NUM_DEVICES  number of devices softhca_0..N-1, default 1 (each is its own "host" with
+//                        its own LID on one in-process fabric)
+//   SOFTHCA_STATS=FILE   PCIe counters of every device dumped as JSON when the process exits
+//   SOFTHCA_BLUEFLAME    auto (default) | off | prefer: when the driver writes WQEs through the BAR
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "hwif/device_interface.h"
+#include "pcie/counters.h"
+#include "pcie/host_port.h"
+
+namespace softhca::runtime {
+
+// One device as the verbs layer sees it: its name, GUID and the two ways to reach it.
+class DeviceSlot {
+ public:
+  virtual ~DeviceSlot() = default;
+  [[nodiscard]] virtual const std::string& name() const = 0;
+  // Node GUID in network byte order, as ibv_get_device_guid returns it.
+  [[nodiscard]] virtual uint64_t node_guid_be() const = 0;
+  virtual pcie::HostPort& host_port() = 0;
+  virtual hwif::CommandInterface& commands() = 0;
+  virtual pcie::Counters& counters() = 0;
+  // Allocates a UAR page index for a new context; released with release_uar.
+  virtual uint32_t acquire_uar() = 0;
+  virtual void release_uar(uint32_t uar_index) = 0;
+  // BlueFlame policy for contexts opened from now on: 0 auto, 1 off, 2 prefer (the values of
+  // driver::BlueFlameMode; the runtime does not depend on the driver).
+  [[nodiscard]] virtual uint8_t blueflame_mode() const = 0;
+  virtual void set_blueflame_mode(uint8_t mode) = 0;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  // The process-wide runtime, created on first use from the environment; lives until exit.
+  static Runtime& process();
+  // A runtime with n devices, independent of the environment (tests).
+  static std::unique_ptr<Runtime> create(uint32_t num_devices);
+
+  [[nodiscard]] virtual std::span<DeviceSlot* const> devices() = 0;
+  // Writes every device's counters as JSON to path.
+  virtual void dump_stats(const std::string& path) = 0;
+};
+
+}  // namespace softhca::runtime
