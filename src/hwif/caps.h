@@ -18,7 +18,7 @@ constexpr uint32_t mtu_bytes(Mtu m) { return 128u << static_cast<uint8_t>(m); }
 
 struct DeviceCaps {
   uint64_t fw_ver = 0;
-  uint64_t node_guid = 0;      // network order bytes packed as the verbs API returns them
+  uint64_t node_guid = 0;      // the EUI-64 as a number (host order); verbs reports it big-endian
   uint64_t sys_image_guid = 0;
   uint64_t max_mr_size = 0;
   uint64_t page_size_cap = 0;

@@ -134,7 +134,31 @@ struct AddressVector {
   uint8_t port_num = 0;
 };
 
-// The attribute mask bits are those of enum ibv_qp_attr_mask (IBA 11.2.5.2 / verbs.h).
+// Attribute mask bits: the values of enum ibv_qp_attr_mask (IBA 11.2.5.2, verbs.h).
+enum QpAttrMask : uint32_t {
+  kQpState = 1u << 0,
+  kQpCurState = 1u << 1,
+  kQpEnSqdAsyncNotify = 1u << 2,
+  kQpAccessFlags = 1u << 3,
+  kQpPkeyIndex = 1u << 4,
+  kQpPort = 1u << 5,
+  kQpQkey = 1u << 6,
+  kQpAv = 1u << 7,
+  kQpPathMtu = 1u << 8,
+  kQpTimeout = 1u << 9,
+  kQpRetryCnt = 1u << 10,
+  kQpRnrRetry = 1u << 11,
+  kQpRqPsn = 1u << 12,
+  kQpMaxQpRdAtomic = 1u << 13,
+  kQpAltPath = 1u << 14,
+  kQpMinRnrTimer = 1u << 15,
+  kQpSqPsn = 1u << 16,
+  kQpMaxDestRdAtomic = 1u << 17,
+  kQpPathMigState = 1u << 18,
+  kQpCap = 1u << 19,
+  kQpDestQpn = 1u << 20,
+};
+
 struct QpAttributes {
   QpState state = QpState::kReset;
   QpState cur_state = QpState::kReset;

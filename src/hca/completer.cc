@@ -1,0 +1,107 @@
+#include "hca/completer.h"
+
+#include <bit>
+
+namespace softhca::hca {
+
+using namespace hwif;
+
+namespace {
+uint32_t be32_in_memory(uint32_t raw) { return std::endian::native == std::endian::little ? __builtin_bswap32(raw) : raw; }
+}  // namespace
+
+void Completer::send_done(QueuePair& qp, const SendWqe& wqe) {
+  Cqe64 c{};
+  c.sop_drop_qpn = (static_cast<uint32_t>(wqe.opcode) << 24) | qp.qpn;
+  c.wqe_counter = wqe.wqe_index;
+  c.byte_cnt = static_cast<uint32_t>(wqe.is_atomic() ? 8 : wqe.length);
+  c.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kReq) << 4);
+  write(qp.send_cqn, c, false, false);
+}
+
+void Completer::send_flush(QueuePair& qp, uint16_t wqe_index, WqeOpcode opcode) {
+  ErrCqe64 e{};
+  e.syndrome = static_cast<uint8_t>(CqeSyndrome::kWrFlushErr);
+  e.s_wqe_opcode_qpn = (static_cast<uint32_t>(opcode) << 24) | qp.qpn;
+  e.wqe_counter = wqe_index;
+  e.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kReqErr) << 4);
+  write(qp.send_cqn, std::bit_cast<Cqe64>(e), false, true);
+}
+
+void Completer::send_error(QueuePair& qp, const SendWqe& wqe, CqeSyndrome syndrome) {
+  ErrCqe64 e{};
+  e.syndrome = static_cast<uint8_t>(syndrome);
+  e.s_wqe_opcode_qpn = (static_cast<uint32_t>(wqe.opcode) << 24) | qp.qpn;
+  e.wqe_counter = wqe.wqe_index;
+  e.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kReqErr) << 4);
+  write(qp.send_cqn, std::bit_cast<Cqe64>(e), false, true);
+}
+
+void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
+  Cqe64 c{};
+  c.sop_drop_qpn = qp.qpn;
+  c.wqe_counter = info.wqe_counter;
+  c.byte_cnt = info.byte_len;
+  c.imm_inval_pkey = info.imm;
+  c.slid = info.slid;
+  c.flags_rqpn = (info.grh ? kCqeGrhBits & (1u << 28) : 0u) | (static_cast<uint32_t>(info.sl & 0xf) << 24) |
+                 (info.src_qpn & 0xffffff);
+  if (qp.srqn != kNoSrq) c.srqn_uidx = qp.srqn & 0xffffff;
+  c.op_own = static_cast<uint8_t>((static_cast<uint8_t>(info.opcode) << 4) | (info.solicited ? kCqeSolicitedBit : 0));
+  write(qp.recv_cqn, c, info.solicited, false);
+}
+
+void Completer::recv_error(QueuePair& qp, uint16_t wqe_counter, CqeSyndrome syndrome) {
+  ErrCqe64 e{};
+  e.syndrome = static_cast<uint8_t>(syndrome);
+  e.s_wqe_opcode_qpn = qp.qpn;
+  e.wqe_counter = wqe_counter;
+  if (qp.srqn != kNoSrq) e.srqn = qp.srqn & 0xffffff;
+  e.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kRespErr) << 4);
+  write(qp.recv_cqn, std::bit_cast<Cqe64>(e), false, true);
+}
+
+void Completer::write(uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_error) {
+  CompletionQueue* cq = dev_.cqs_.find(cqn);
+  if (cq == nullptr) return;
+  const uint32_t nent = 1u << cq->log_nent;
+  // Overrun check against the consumer index the driver publishes in the CQ doorbell record
+  // (read uncounted: hardware keeps it cached, docs/model.md).
+  const uint32_t ci = be32_in_memory(dev_.dma_.read_dbrec(cq->dbrec, pcie::TlpCause::kDbRecRead, false)) & 0xffffff;
+  if (((cq->pi - ci) & 0xffffff) >= nent) {
+    ++dev_.stats_.cq_overruns;
+    return;
+  }
+  Cqe64 c = cqe;
+  c.op_own = static_cast<uint8_t>((c.op_own & ~kCqeOwnerBit) | ((cq->pi >> cq->log_nent) & 1));
+  const uint64_t addr = cq->ring + static_cast<uint64_t>(cq->pi & (nent - 1)) * kCqeBytes;
+  dev_.dma_.dma_write_publish(addr, &c, sizeof c, pcie::TlpCause::kCqeWrite);
+  ++cq->pi;
+  ++dev_.stats_.cqes_written;
+  if (cq->armed && (!cq->armed_solicited_only || solicited || is_error)) raise_event(*cq, cqn);
+}
+
+void Completer::arm(CompletionQueue& cq, uint32_t cqn, bool solicited_only, uint32_t ci) {
+  cq.armed = true;
+  cq.armed_solicited_only = solicited_only;
+  // Completions already written past the consumer's index fire the event at once, so a CQE that
+  // raced with the arm is never missed.
+  if (((cq.pi - ci) & 0xffffff) != 0 && !solicited_only) raise_event(cq, cqn);
+}
+
+void Completer::raise_event(CompletionQueue& cq, uint32_t cqn) {
+  cq.armed = false;
+  EventQueue* eq = dev_.eqs_.find(cq.eqn);
+  if (eq == nullptr) return;
+  const uint32_t nent = 1u << eq->log_nent;
+  Eqe e{};
+  e.type = kEqeTypeCompletion;
+  e.cqn = cqn;
+  e.owner = static_cast<uint8_t>((eq->pi >> eq->log_nent) & 1);
+  dev_.dma_.dma_write_publish(eq->ring + static_cast<uint64_t>(eq->pi & (nent - 1)) * kEqeBytes, &e,
+                              sizeof e, pcie::TlpCause::kEqeWrite);
+  ++eq->pi;
+  dev_.dma_.raise_interrupt(eq->irq_fd);
+}
+
+}  // namespace softhca::hca

@@ -1,0 +1,46 @@
+// The "complete" stage: writes CQEs (requester, responder, error) into CQ rings by DMA with the
+// ownership bit for the current pass, and raises completion events through the CQ's event queue
+// when the CQ is armed.
+#pragma once
+#include <cstdint>
+
+#include "hca/device.h"
+
+namespace softhca::hca {
+
+class Completer {
+ public:
+  explicit Completer(Device& dev) : dev_(dev) {}
+
+  // Requester success CQE for a signaled WQE.
+  void send_done(QueuePair& qp, const SendWqe& wqe);
+  // Error CQE for a send WQE (flush or a real error).
+  void send_error(QueuePair& qp, const SendWqe& wqe, hwif::CqeSyndrome syndrome);
+  // Error CQE for a send WQE known only by index and opcode (flushing WQEs never parsed).
+  void send_flush(QueuePair& qp, uint16_t wqe_index, hwif::WqeOpcode opcode);
+
+  struct RecvInfo {
+    hwif::CqeOpcode opcode = hwif::CqeOpcode::kRespSend;
+    uint16_t wqe_counter = 0;
+    uint32_t byte_len = 0;
+    uint32_t imm = 0;         // raw network-order immediate
+    bool solicited = false;
+    uint32_t src_qpn = 0;     // UD
+    uint16_t slid = 0;
+    uint8_t sl = 0;
+    bool grh = false;
+  };
+  void recv_done(QueuePair& qp, const RecvInfo& info);
+  void recv_error(QueuePair& qp, uint16_t wqe_counter, hwif::CqeSyndrome syndrome);
+
+  // CQ arm doorbell: request an event for the next (solicited) CQE after consumer index ci.
+  void arm(CompletionQueue& cq, uint32_t cqn, bool solicited_only, uint32_t ci);
+
+ private:
+  void write(uint32_t cqn, const hwif::Cqe64& cqe, bool solicited, bool is_error);
+  void raise_event(CompletionQueue& cq, uint32_t cqn);
+
+  Device& dev_;
+};
+
+}  // namespace softhca::hca

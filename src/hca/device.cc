@@ -1,0 +1,202 @@
+// Device entry points: construction, command dispatch, BAR register decode, timers, packet intake.
+#include "hca/device.h"
+
+#include <cerrno>
+#include <cstring>
+#include <type_traits>
+
+#include "hca/completer.h"
+#include "hca/send_pipeline.h"
+#include "hca/transport/requester.h"
+#include "hca/transport/responder.h"
+#include "hca/transport/wire.h"
+#include "hwif/uar.h"
+
+namespace softhca::hca {
+
+using namespace hwif;
+
+namespace {
+constexpr uint32_t kFirstQpn = 0x10;  // QPNs 0 and 1 are the special QPs (IBA 3.5.5)
+constexpr uint32_t kFirstNumber = 1;  // 0 is never a valid object number
+constexpr uint32_t kMaxEqs = 1024;
+}  // namespace
+
+Device::Device(const DeviceConfig& config, pcie::TlpSink& tlp_sink, PacketPort& port, EngineClock& clock)
+    : config_(config),
+      dma_(tlp_sink, config_.pcie),
+      port_(port),
+      clock_(clock),
+      pds_(kFirstNumber, config.caps.max_pd),
+      mkeys_(config.caps.max_mr),
+      eqs_(kFirstNumber, kMaxEqs),
+      cqs_(kFirstNumber, config.caps.max_cq),
+      srqs_(kFirstNumber, config.caps.max_srq),
+      qps_(kFirstQpn, config.caps.max_qp) {}
+
+// ---- commands ---------------------------------------------------------------------------------
+
+namespace {
+template <class In, class Out>
+int run_command(Device& dev, int (Device::*handler)(const In&, Out&), const void* in, size_t in_len,
+                void* out, size_t out_len) {
+  constexpr bool kNoOut = std::is_same_v<Out, NoOut>;
+  if (in_len != sizeof(In) || (!kNoOut && out_len != sizeof(Out))) return EINVAL;
+  In i;
+  std::memcpy(&i, in, sizeof(In));
+  Out o{};
+  const int err = (dev.*handler)(i, o);
+  if (err == 0 && !kNoOut) std::memcpy(out, &o, sizeof(Out));
+  return err;
+}
+}  // namespace
+
+int Device::execute(CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
+  switch (op) {
+    case CmdOpcode::kQueryDevice: return run_command(*this, &Device::cmd_query_device, in, in_len, out, out_len);
+    case CmdOpcode::kQueryPort: return run_command(*this, &Device::cmd_query_port, in, in_len, out, out_len);
+    case CmdOpcode::kAllocPd: return run_command(*this, &Device::cmd_alloc_pd, in, in_len, out, out_len);
+    case CmdOpcode::kDeallocPd: return run_command(*this, &Device::cmd_dealloc_pd, in, in_len, out, out_len);
+    case CmdOpcode::kCreateMkey: return run_command(*this, &Device::cmd_create_mkey, in, in_len, out, out_len);
+    case CmdOpcode::kDestroyMkey: return run_command(*this, &Device::cmd_destroy_mkey, in, in_len, out, out_len);
+    case CmdOpcode::kCreateEq: return run_command(*this, &Device::cmd_create_eq, in, in_len, out, out_len);
+    case CmdOpcode::kDestroyEq: return run_command(*this, &Device::cmd_destroy_eq, in, in_len, out, out_len);
+    case CmdOpcode::kCreateCq: return run_command(*this, &Device::cmd_create_cq, in, in_len, out, out_len);
+    case CmdOpcode::kDestroyCq: return run_command(*this, &Device::cmd_destroy_cq, in, in_len, out, out_len);
+    case CmdOpcode::kCreateSrq: return run_command(*this, &Device::cmd_create_srq, in, in_len, out, out_len);
+    case CmdOpcode::kModifySrq: return run_command(*this, &Device::cmd_modify_srq, in, in_len, out, out_len);
+    case CmdOpcode::kQuerySrq: return run_command(*this, &Device::cmd_query_srq, in, in_len, out, out_len);
+    case CmdOpcode::kDestroySrq: return run_command(*this, &Device::cmd_destroy_srq, in, in_len, out, out_len);
+    case CmdOpcode::kCreateQp: return run_command(*this, &Device::cmd_create_qp, in, in_len, out, out_len);
+    case CmdOpcode::kModifyQp: return run_command(*this, &Device::cmd_modify_qp, in, in_len, out, out_len);
+    case CmdOpcode::kQueryQp: return run_command(*this, &Device::cmd_query_qp, in, in_len, out, out_len);
+    case CmdOpcode::kDestroyQp: return run_command(*this, &Device::cmd_destroy_qp, in, in_len, out, out_len);
+  }
+  return EOPNOTSUPP;
+}
+
+// ---- BAR register decode ----------------------------------------------------------------------
+
+namespace {
+struct RegisterEntry {
+  uint64_t offset;
+  uint64_t size;
+  bool is_bfreg;
+};
+// Registers of one UAR page: the CQ arm doorbell and the four bfregs (doorbell + BlueFlame buffers).
+constexpr RegisterEntry kUarRegisters[] = {
+    {kCqDoorbellOffset, kDoorbellBytes, false},
+    {bfreg_offset(0), kBfRegBytes, true},
+    {bfreg_offset(1), kBfRegBytes, true},
+    {bfreg_offset(2), kBfRegBytes, true},
+    {bfreg_offset(3), kBfRegBytes, true},
+};
+}  // namespace
+
+void Device::mmio_write(uint64_t bar_offset, const void* data, size_t len) {
+  if (bar_offset < kInitSegBytes) return;  // the initialisation segment takes no data-path writes
+  const uint64_t page = (bar_offset - kInitSegBytes) / kUarPageBytes;
+  const uint64_t in_page = (bar_offset - kInitSegBytes) % kUarPageBytes;
+  if (page >= config_.caps.num_uars) return;
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  for (const RegisterEntry& r : kUarRegisters) {
+    if (in_page < r.offset || in_page + len > r.offset + r.size) continue;
+    if (r.is_bfreg)
+      on_bfreg_write(static_cast<uint32_t>(page), in_page - r.offset, bytes, len);
+    else
+      on_cq_arm(static_cast<uint32_t>(page), in_page - r.offset, bytes, len);
+    return;
+  }
+}
+
+void Device::on_bfreg_write(uint32_t, uint64_t, const uint8_t* data, size_t len) {
+  if (len < kDoorbellBytes) return;
+  const auto ctrl_head = load_as<std::array<Be32, 2>>(data);
+  const uint32_t qpn = ctrl_head[1].get() >> 8;
+  QueuePair* qp = qps_.find(qpn);
+  if (qp == nullptr) return;
+  SendPipeline pipeline(*this, *qp);
+  if (len == kDoorbellBytes) {
+    // The doorbell carries the first 8 bytes of the last WQE's control segment.
+    const auto index = static_cast<uint16_t>(ctrl_head[0].get() >> 8);
+    const uint32_t ds = ctrl_head[1].get() & 0x3f;
+    pipeline.on_doorbell(static_cast<uint16_t>(index + wqe_bbs(ds)));
+  } else {
+    pipeline.on_blueflame(std::span<const uint8_t>(data, len));
+  }
+}
+
+void Device::on_cq_arm(uint32_t, uint64_t, const uint8_t* data, size_t len) {
+  if (len != kDoorbellBytes) return;
+  const auto words = load_as<std::array<Be32, 2>>(data);
+  CompletionQueue* cq = cqs_.find(words[1].get() & 0xffffff);
+  if (cq == nullptr) return;
+  const uint32_t hi = words[0].get();
+  Completer(*this).arm(*cq, words[1].get() & 0xffffff, (hi & kCqArmSolicited) != 0, hi & 0xffffff);
+}
+
+// ---- timers -----------------------------------------------------------------------------------
+
+void Device::schedule(QueuePair& qp, Picoseconds deadline, bool rnr) {
+  qp.req.deadline = deadline;
+  qp.req.rnr_wait = rnr;
+  clock_.request_wakeup(deadline);
+}
+
+void Device::cancel_timer(QueuePair& qp) {
+  qp.req.deadline = Picoseconds(-1);
+  qp.req.rnr_wait = false;
+}
+
+void Device::on_timer(Picoseconds now) {
+  qps_.for_each([&](uint32_t, QueuePair& qp) {
+    if (qp.req.deadline.count() < 0 || qp.req.deadline > now) return;
+    const bool rnr = qp.req.rnr_wait;
+    cancel_timer(qp);
+    Requester(*this, qp).on_timer(rnr);
+  });
+}
+
+// ---- packets ----------------------------------------------------------------------------------
+
+void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
+  const size_t n = fabric::serialize(f, payload, tx_buf_);
+  if (n == 0) return;
+  ++stats_.packets_sent;
+  stats_.bytes_sent += n;
+  port_.transmit(std::span<const uint8_t>(tx_buf_.data(), n));
+}
+
+void Device::receive(std::span<const uint8_t> packet) {
+  ++stats_.packets_received;
+  stats_.bytes_received += packet.size();
+  fabric::PacketFields f;
+  std::span<const uint8_t> payload;
+  if (fabric::parse(packet, f, payload) != fabric::ParseStatus::kOk) return stats_.drop(DropReason::kMalformed);
+  if (f.dlid.value() != lid()) return stats_.drop(DropReason::kWrongLid);
+  QueuePair* qp = qps_.find(f.dest_qp.value());
+  if (qp == nullptr) return stats_.drop(DropReason::kUnknownQp);
+  const QpState s = qp->state();
+  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr)
+    return stats_.drop(DropReason::kUnknownQp);
+  if (!matches_transport(f.opcode, qp->type))
+    return stats_.drop(DropReason::kWrongTransport);
+  if ((f.pkey & 0x7fff) != (config_.port.pkeys[qp->attr.pkey_index] & 0x7fff))
+    return stats_.drop(DropReason::kBadPkey);
+  if (is_response(f.opcode)) {
+    Requester(*this, *qp).on_response(f, payload);
+  } else {
+    Responder(*this, *qp).on_request(f, payload);
+  }
+}
+
+// ---- errors -----------------------------------------------------------------------------------
+
+void Device::enter_error(QueuePair& qp) {
+  qp.attr.state = QpState::kErr;
+  cancel_timer(qp);
+  SendPipeline(*this, qp).flush();
+  Responder(*this, qp).flush();
+}
+
+}  // namespace softhca::hca

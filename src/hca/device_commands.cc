@@ -1,0 +1,281 @@
+// The control path: command handlers that create, modify and destroy device objects.
+// Runs under the device lock like everything in Device; allocates freely (not the data path).
+#include <cerrno>
+#include <cstring>
+
+#include "hca/device.h"
+#include "hca/qp_state_machine.h"
+
+namespace softhca::hca {
+
+using namespace hwif;
+
+namespace {
+constexpr uint32_t kMaxLogRing = 24;
+bool is_pow2_log(uint32_t log) { return log <= kMaxLogRing; }
+}  // namespace
+
+int Device::cmd_query_device(const QueryDeviceIn&, QueryDeviceOut& out) {
+  out.caps = config_.caps;
+  return 0;
+}
+
+int Device::cmd_query_port(const QueryPortIn& in, QueryPortOut& out) {
+  if (in.port != 1) return EINVAL;
+  out.port = config_.port;
+  return 0;
+}
+
+int Device::cmd_alloc_pd(const AllocPdIn&, AllocPdOut& out) {
+  out.pdn = pds_.insert(std::make_unique<uint32_t>(0));
+  return out.pdn == 0 ? ENOMEM : 0;
+}
+
+int Device::cmd_dealloc_pd(const DeallocPdIn& in, NoOut&) {
+  uint32_t* users = pds_.find(in.pdn);
+  if (users == nullptr) return EINVAL;
+  if (*users != 0 || mkeys_.count_for_pd(in.pdn) != 0) return EBUSY;
+  pds_.erase(in.pdn);
+  return 0;
+}
+
+int Device::cmd_create_mkey(const CreateMkeyIn& in, CreateMkeyOut& out) {
+  if (pds_.find(in.pdn) == nullptr) return EINVAL;
+  if (in.length > config_.caps.max_mr_size) return EINVAL;
+  // Remote write or atomic access requires local write (IBA 10.6.3.1 / C10-88).
+  if ((in.access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(in.access & kAccessLocalWrite))
+    return EINVAL;
+  const uint32_t key = mkeys_.create(in);
+  if (key == 0) return ENOMEM;
+  out.lkey = out.rkey = key;
+  return 0;
+}
+
+int Device::cmd_destroy_mkey(const DestroyMkeyIn& in, NoOut&) {
+  return mkeys_.destroy(in.lkey) ? 0 : EINVAL;
+}
+
+int Device::cmd_create_eq(const CreateEqIn& in, CreateEqOut& out) {
+  if (!is_pow2_log(in.log_nent) || in.ring_addr == 0) return EINVAL;
+  auto eq = std::make_unique<EventQueue>();
+  eq->ring = in.ring_addr;
+  eq->log_nent = in.log_nent;
+  eq->irq_fd = in.irq_fd;
+  out.eqn = eqs_.insert(std::move(eq));
+  return out.eqn == 0 ? ENOMEM : 0;
+}
+
+int Device::cmd_destroy_eq(const DestroyEqIn& in, NoOut&) {
+  EventQueue* eq = eqs_.find(in.eqn);
+  if (eq == nullptr) return EINVAL;
+  if (eq->users != 0) return EBUSY;
+  eqs_.erase(in.eqn);
+  return 0;
+}
+
+int Device::cmd_create_cq(const CreateCqIn& in, CreateCqOut& out) {
+  if (!is_pow2_log(in.log_nent) || in.ring_addr == 0 || in.dbrec_addr == 0) return EINVAL;
+  if ((1u << in.log_nent) - 1 > config_.caps.max_cqe + 1) return EINVAL;
+  EventQueue* eq = nullptr;
+  if (in.eqn != kNoEq && (eq = eqs_.find(in.eqn)) == nullptr) return EINVAL;
+  auto cq = std::make_unique<CompletionQueue>();
+  cq->ring = in.ring_addr;
+  cq->dbrec = in.dbrec_addr;
+  cq->log_nent = in.log_nent;
+  cq->eqn = in.eqn;
+  out.cqn = cqs_.insert(std::move(cq));
+  if (out.cqn == 0) return ENOMEM;
+  if (eq) ++eq->users;
+  return 0;
+}
+
+int Device::cmd_destroy_cq(const DestroyCqIn& in, NoOut&) {
+  CompletionQueue* cq = cqs_.find(in.cqn);
+  if (cq == nullptr) return EINVAL;
+  if (cq->users != 0) return EBUSY;
+  if (EventQueue* eq = eqs_.find(cq->eqn)) --eq->users;
+  cqs_.erase(in.cqn);
+  return 0;
+}
+
+int Device::cmd_create_srq(const CreateSrqIn& in, CreateSrqOut& out) {
+  uint32_t* pd_users = pds_.find(in.pdn);
+  if (pd_users == nullptr || !is_pow2_log(in.log_wqe_cnt) || in.ring_addr == 0 || in.dbrec_addr == 0)
+    return EINVAL;
+  if ((1u << in.log_wqe_cnt) > config_.caps.max_srq_wr + 1) return EINVAL;
+  auto srq = std::make_unique<SharedReceiveQueue>();
+  srq->pdn = in.pdn;
+  srq->ring = in.ring_addr;
+  srq->dbrec = in.dbrec_addr;
+  srq->log_wqe_cnt = in.log_wqe_cnt;
+  srq->log_stride = in.log_stride;
+  srq->limit = in.limit;
+  out.srqn = srqs_.insert(std::move(srq));
+  if (out.srqn == 0) return ENOMEM;
+  ++*pd_users;
+  return 0;
+}
+
+int Device::cmd_modify_srq(const ModifySrqIn& in, NoOut&) {
+  SharedReceiveQueue* srq = srqs_.find(in.srqn);
+  if (srq == nullptr) return EINVAL;
+  if (in.limit > (1u << srq->log_wqe_cnt)) return EINVAL;
+  srq->limit = in.limit;
+  return 0;
+}
+
+int Device::cmd_query_srq(const QuerySrqIn& in, QuerySrqOut& out) {
+  SharedReceiveQueue* srq = srqs_.find(in.srqn);
+  if (srq == nullptr) return EINVAL;
+  out.limit = srq->limit;
+  return 0;
+}
+
+int Device::cmd_destroy_srq(const DestroySrqIn& in, NoOut&) {
+  SharedReceiveQueue* srq = srqs_.find(in.srqn);
+  if (srq == nullptr) return EINVAL;
+  if (srq->users != 0) return EBUSY;
+  --*pds_.find(srq->pdn);
+  srqs_.erase(in.srqn);
+  return 0;
+}
+
+int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
+  uint32_t* pd_users = pds_.find(in.pdn);
+  CompletionQueue* scq = cqs_.find(in.send_cqn);
+  CompletionQueue* rcq = cqs_.find(in.recv_cqn);
+  SharedReceiveQueue* srq = in.srqn == kNoSrq ? nullptr : srqs_.find(in.srqn);
+  if (pd_users == nullptr || scq == nullptr || rcq == nullptr) return EINVAL;
+  if (in.srqn != kNoSrq && srq == nullptr) return EINVAL;
+  if (in.type != QpType::kRc && in.type != QpType::kUc && in.type != QpType::kUd) return EOPNOTSUPP;
+  if (!is_pow2_log(in.log_sq_bbs) || in.sq_addr == 0 || in.dbrec_addr == 0) return EINVAL;
+  if (srq == nullptr && (in.rq_addr == 0 || !is_pow2_log(in.log_rq_cnt))) return EINVAL;
+
+  auto qp = std::make_unique<QueuePair>();
+  qp->type = in.type;
+  qp->pdn = in.pdn;
+  qp->send_cqn = in.send_cqn;
+  qp->recv_cqn = in.recv_cqn;
+  qp->srqn = in.srqn;
+  qp->sq_sig_all = in.sq_sig_all;
+  qp->sq_addr = in.sq_addr;
+  qp->log_sq_bbs = in.log_sq_bbs;
+  qp->rq_addr = in.rq_addr;
+  qp->log_rq_cnt = in.log_rq_cnt;
+  qp->log_rq_stride = in.log_rq_stride;
+  qp->dbrec = in.dbrec_addr;
+  qp->sq_shadow.assign(static_cast<size_t>(qp->sq_bbs()) * kSendWqeBbBytes, 0);
+  qp->records.assign(qp->sq_bbs(), SendRecord{});
+  QueuePair* raw = nullptr;
+  const uint32_t qpn = qps_.insert(std::move(qp), &raw);
+  if (qpn == 0) return ENOMEM;
+  raw->qpn = qpn;
+  ++*pd_users;
+  ++scq->users;
+  ++rcq->users;
+  if (srq) ++srq->users;
+  out.qpn = qpn;
+  return 0;
+}
+
+int Device::check_qp_attr_values(const QueuePair& qp, uint32_t mask, const QpAttributes& a) const {
+  if ((mask & kQpPort) && (a.port_num == 0 || a.port_num > config_.caps.phys_port_cnt)) return EINVAL;
+  if ((mask & kQpPkeyIndex) && a.pkey_index >= config_.caps.max_pkeys) return EINVAL;
+  if ((mask & kQpPathMtu) && (static_cast<uint8_t>(a.path_mtu) < 1 ||
+                              static_cast<uint8_t>(a.path_mtu) > static_cast<uint8_t>(config_.port.max_mtu)))
+    return EINVAL;
+  if ((mask & kQpMaxQpRdAtomic) && a.max_rd_atomic > config_.caps.max_qp_init_rd_atom) return EINVAL;
+  if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > config_.caps.max_qp_rd_atom) return EINVAL;
+  if ((mask & kQpTimeout) && a.timeout > 31) return EINVAL;
+  if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return EINVAL;
+  if ((mask & kQpRnrRetry) && a.rnr_retry > 7) return EINVAL;
+  if ((mask & kQpMinRnrTimer) && a.min_rnr_timer > 31) return EINVAL;
+  if ((mask & kQpDestQpn) && a.dest_qpn > kQpnMask) return EINVAL;
+  if ((mask & kQpAv) && qp.type != QpType::kUd && a.av.is_global &&
+      a.av.sgid_index >= hwif::kGidTableLen)
+    return EINVAL;
+  return 0;
+}
+
+void Device::apply_qp_attrs(QueuePair& qp, uint32_t mask, const QpAttributes& a) {
+  QpAttributes& q = qp.attr;
+  if (mask & kQpAccessFlags) q.access_flags = a.access_flags;
+  if (mask & kQpPkeyIndex) q.pkey_index = a.pkey_index;
+  if (mask & kQpPort) q.port_num = a.port_num;
+  if (mask & kQpQkey) q.qkey = a.qkey;
+  if (mask & kQpAv) q.av = a.av;
+  if (mask & kQpPathMtu) q.path_mtu = a.path_mtu;
+  if (mask & kQpTimeout) q.timeout = a.timeout;
+  if (mask & kQpRetryCnt) q.retry_cnt = a.retry_cnt;
+  if (mask & kQpRnrRetry) q.rnr_retry = a.rnr_retry;
+  if (mask & kQpMaxQpRdAtomic) q.max_rd_atomic = a.max_rd_atomic;
+  if (mask & kQpMinRnrTimer) q.min_rnr_timer = a.min_rnr_timer;
+  if (mask & kQpMaxDestRdAtomic) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & kQpDestQpn) q.dest_qpn = a.dest_qpn;
+  if (mask & kQpRqPsn) {
+    q.rq_psn = a.rq_psn & Psn::kMask;
+    qp.resp.epsn = q.rq_psn;
+  }
+  if (mask & kQpSqPsn) {
+    q.sq_psn = a.sq_psn & Psn::kMask;
+    qp.req.next_psn = qp.req.una_psn = qp.req.read_resp_psn = q.sq_psn;
+  }
+  if (mask & kQpRetryCnt) qp.req.retries_left = a.retry_cnt;
+  if (mask & kQpRnrRetry) qp.req.rnr_retries_left = a.rnr_retry;
+}
+
+void Device::reset_qp(QueuePair& qp) {
+  cancel_timer(qp);
+  const QpAttributes keep = qp.attr;
+  qp.attr = QpAttributes{};
+  qp.attr.port_num = keep.port_num;
+  qp.req = RequesterState{};
+  qp.resp = ResponderState{};
+  qp.rq_ci = 0;
+  qp.rq_posted_cached = 0;
+  std::fill(qp.records.begin(), qp.records.end(), SendRecord{});
+}
+
+int Device::cmd_modify_qp(const ModifyQpIn& in, NoOut&) {
+  QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr) return EINVAL;
+  const QpState from = qp->state();
+  if (!modify_is_allowed(qp->type, from, in.attr_mask, in.attr)) return EINVAL;
+  if (int err = check_qp_attr_values(*qp, in.attr_mask, in.attr)) return err;
+  const QpState to = (in.attr_mask & kQpState) ? in.attr.state : from;
+  if (to == QpState::kReset) {
+    reset_qp(*qp);
+    return 0;
+  }
+  apply_qp_attrs(*qp, in.attr_mask, in.attr);
+  if (to == QpState::kErr) {
+    if (from != QpState::kErr) enter_error(*qp);
+    return 0;
+  }
+  qp->attr.state = to;
+  return 0;
+}
+
+int Device::cmd_query_qp(const QueryQpIn& in, QueryQpOut& out) {
+  QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr) return EINVAL;
+  out.attr = qp->attr;
+  out.attr.cur_state = qp->attr.state;
+  out.attr.sq_psn = qp->req.next_psn;
+  out.attr.rq_psn = qp->resp.epsn;
+  return 0;
+}
+
+int Device::cmd_destroy_qp(const DestroyQpIn& in, NoOut&) {
+  QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr) return EINVAL;
+  cancel_timer(*qp);
+  --*pds_.find(qp->pdn);
+  --cqs_.find(qp->send_cqn)->users;
+  --cqs_.find(qp->recv_cqn)->users;
+  if (SharedReceiveQueue* srq = srqs_.find(qp->srqn)) --srq->users;
+  qps_.erase(in.qpn);
+  return 0;
+}
+
+}  // namespace softhca::hca

@@ -1,0 +1,76 @@
+#include "hca/device_config.h"
+
+namespace softhca::hca {
+
+namespace {
+// Vendor id 0xFFFFFF: the value Linux Soft-RoCE reports, neither Mellanox's (0x02c9) nor
+// Amazon's (0x1d0f), so vendor-specific code paths stay off (verbs-abi.md §2.4, §5.3).
+constexpr uint32_t kVendorId = 0xffffff;
+// vendor_part_id 4123 (ConnectX-6): perftest then uses its ibv_wr_* path and inline defaults.
+constexpr uint32_t kVendorPartId = 4123;
+constexpr uint16_t kDefaultPkey = 0xffff;  // full-membership default partition (IBA 10.9.1.2)
+constexpr uint32_t kMaxMsgBytes = 1u << 30;
+// Port capability bits reported to ibv_devinfo: IsSM (0x2)? no; IsTrapSupported etc. not needed.
+constexpr uint32_t kPortCapFlags = 0;
+}  // namespace
+
+DeviceConfig default_device_config(uint32_t index, uint32_t fabric_id) {
+  DeviceConfig c;
+  hwif::DeviceCaps& d = c.caps;
+  // GUID: a locally administered EUI-64 with the fabric and device number in the low bytes.
+  const uint64_t guid = 0x02'50'56'ff'fe'00'00'00ull | (static_cast<uint64_t>(fabric_id & 0xff) << 16) |
+                        static_cast<uint64_t>((index + 1) & 0xffff);
+  d.fw_ver = 0x0001'0000'0000ull;
+  d.node_guid = guid;
+  d.sys_image_guid = guid;
+  d.max_mr_size = 1ull << 40;
+  d.page_size_cap = 4096;
+  d.vendor_id = kVendorId;
+  d.vendor_part_id = kVendorPartId;
+  d.hw_ver = 0;
+  d.max_qp = 1u << 16;
+  d.max_qp_wr = 1u << 14;     // R1: rxe allows 16384 WRs per QP
+  d.max_sge = 30;             // a 1 KiB WQE: (1024 - 64) / 16 data segments, rounded down
+  d.max_sge_rd = 30;
+  d.max_cq = 1u << 16;
+  d.max_cqe = (1u << 22) - 1;
+  d.max_mr = 1u << 20;
+  d.max_pd = 1u << 16;
+  d.max_qp_rd_atom = 16;
+  d.max_qp_init_rd_atom = 16;
+  d.max_srq = 1u << 16;
+  d.max_srq_wr = (1u << 14) - 1;
+  d.max_srq_sge = 31;
+  d.max_ah = 1u << 20;
+  d.max_inline_data = 956;    // 1 KiB WQE - 16 ctrl - 48 datagram - 4 inline header
+  d.max_msg_sz = kMaxMsgBytes;
+  d.num_comp_vectors = 4;
+  d.num_uars = 64;
+  d.max_pkeys = hwif::kPkeyTableLen;
+  d.local_ca_ack_delay = 16;
+  d.phys_port_cnt = 1;
+  d.atomic_hca = true;
+
+  hwif::PortCaps& p = c.port;
+  p.state = hwif::PortState::kActive;
+  p.link_layer = hwif::LinkLayer::kInfiniBand;
+  p.max_mtu = hwif::Mtu::k4096;
+  p.active_mtu = hwif::Mtu::k4096;
+  p.lid = static_cast<uint16_t>(index + 1);
+  p.sm_lid = 1;
+  p.lmc = 0;
+  p.active_width = 2;   // 4x (IBV_WIDTH_4X)
+  p.active_speed = 32;  // EDR (IBV_SPEED_EDR)
+  p.phys_state = 5;     // LinkUp
+  p.port_cap_flags = kPortCapFlags;
+  p.max_msg_sz = kMaxMsgBytes;
+  // GID 0: the link-local prefix fe80::/64 with the port GUID as interface id (IBA 4.1.1).
+  auto& gid = p.gids[0].raw;
+  gid[0] = 0xfe;
+  gid[1] = 0x80;
+  for (int i = 0; i < 8; ++i) gid[8 + i] = static_cast<uint8_t>(guid >> (56 - 8 * i));
+  p.pkeys[0] = kDefaultPkey;
+  return c;
+}
+
+}  // namespace softhca::hca

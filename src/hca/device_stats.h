@@ -1,0 +1,45 @@
+// Packet-level counters of one device: what it sent, received, dropped (by reason) and retried.
+// Updated under the device lock; copied out by the runtime.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace softhca::hca {
+
+enum class DropReason : uint8_t {
+  kMalformed,     // failed to parse: truncated, bad CRC, bad opcode, bad length
+  kWrongLid,      // DLID is not ours
+  kUnknownQp,     // no such QP, or the QP cannot receive in its state
+  kWrongTransport,// opcode of another transport than the QP's
+  kBadPkey,
+  kBadQkey,
+  kNoReceiveWqe,  // UD/UC: nothing posted
+  kPsnOutOfWindow,// UC gap, stale responses
+  kCount,
+};
+std::string_view to_string(DropReason r);
+
+struct DeviceStats {
+  uint64_t packets_sent = 0;
+  uint64_t packets_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t acks_sent = 0;
+  uint64_t naks_sent = 0;
+  uint64_t rnr_naks_sent = 0;
+  uint64_t retransmitted_packets = 0;
+  uint64_t timeouts = 0;
+  uint64_t duplicates = 0;
+  uint64_t cqes_written = 0;
+  uint64_t cq_overruns = 0;
+  std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> dropped{};
+  void drop(DropReason r) { ++dropped[static_cast<size_t>(r)]; }
+  [[nodiscard]] uint64_t total_dropped() const {
+    uint64_t n = 0;
+    for (uint64_t d : dropped) n += d;
+    return n;
+  }
+};
+
+}  // namespace softhca::hca

@@ -1,0 +1,48 @@
+#include "hca/memory_keys.h"
+
+namespace softhca::hca {
+
+uint32_t MemoryKeys::create(const hwif::CreateMkeyIn& in) {
+  auto m = std::make_unique<Mkey>();
+  m->pdn = in.pdn;
+  m->access = in.access;
+  m->host_addr = in.host_addr;
+  m->iova = in.iova;
+  m->length = in.length;
+  Mkey* raw = nullptr;
+  uint32_t index = table_.insert(std::move(m), &raw);
+  if (index == 0) return 0;
+  ++variant_;
+  raw->key = (index << 8) | variant_;
+  return raw->key;
+}
+
+bool MemoryKeys::destroy(uint32_t key) {
+  const Mkey* m = find(key);
+  return m != nullptr && table_.erase(index_of(key));
+}
+
+const Mkey* MemoryKeys::find(uint32_t key) const {
+  const Mkey* m = table_.find(index_of(key));
+  return (m != nullptr && m->key == key) ? m : nullptr;
+}
+
+Translation MemoryKeys::translate(uint32_t key, uint32_t pdn, uint64_t addr, uint64_t length,
+                                  uint32_t required_access) const {
+  const Mkey* m = find(key);
+  if (m == nullptr) return {KeyCheck::kBadKey, 0};
+  if (m->pdn != pdn) return {KeyCheck::kBadPd, 0};
+  // Range check without overflow: [addr, addr+length) inside [iova, iova+length).
+  if (addr < m->iova || addr - m->iova > m->length || length > m->length - (addr - m->iova))
+    return {KeyCheck::kOutOfBounds, 0};
+  if ((m->access & required_access) != required_access) return {KeyCheck::kNoAccess, 0};
+  return {KeyCheck::kOk, m->host_addr + (addr - m->iova)};
+}
+
+uint32_t MemoryKeys::count_for_pd(uint32_t pdn) const {
+  uint32_t n = 0;
+  table_.for_each([&](uint32_t, const Mkey& m) { n += (m.pdn == pdn) ? 1 : 0; });
+  return n;
+}
+
+}  // namespace softhca::hca

@@ -1,0 +1,123 @@
+// Device-side contexts of the queue objects: what the device keeps about each CQ, EQ, SRQ and QP
+// (ring addresses, sizes, counters, transport state). Created and destroyed by commands; used by
+// the data path under the device lock.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "base/units.h"
+#include "hca/send_wqe.h"
+#include "hwif/cmd.h"
+
+namespace softhca::hca {
+
+struct EventQueue {
+  uint64_t ring = 0;
+  uint32_t log_nent = 0;
+  uint32_t pi = 0;  // next entry to write (free-running)
+  int irq_fd = -1;
+  uint32_t users = 0;  // CQs reporting to it
+};
+
+struct CompletionQueue {
+  uint64_t ring = 0;
+  uint64_t dbrec = 0;
+  uint32_t log_nent = 0;
+  uint32_t pi = 0;  // next CQE to write (free-running); owner bit = (pi >> log_nent) & 1
+  uint32_t eqn = hwif::kNoEq;
+  bool armed = false;
+  bool armed_solicited_only = false;
+  uint32_t users = 0;  // QPs and SRQs attached
+};
+
+struct SharedReceiveQueue {
+  uint32_t pdn = 0;
+  uint64_t ring = 0;
+  uint64_t dbrec = 0;
+  uint32_t log_wqe_cnt = 0;
+  uint32_t log_stride = 0;
+  uint16_t head = 0;       // index of the next WQE to consume (follows next_wqe_index links)
+  uint16_t consumed = 0;   // WQEs consumed (16-bit, compared with the doorbell record counter)
+  uint16_t posted_cached = 0;
+  uint32_t limit = 0;
+  uint32_t users = 0;
+};
+
+// One receive WQE in use by a message being received.
+struct RecvBuffer {
+  bool valid = false;
+  uint16_t wqe_counter = 0;
+  uint32_t num_sge = 0;
+  std::array<Sge, kMaxSendSges> sge{};
+  uint64_t capacity = 0;  // sum of SGE lengths
+  uint64_t offset = 0;    // bytes placed so far
+};
+
+// One WQE that the requester has started executing and not yet completed.
+struct SendRecord {
+  SendWqe wqe;
+  uint32_t first_psn = 0;
+  uint32_t npkts = 1;          // PSNs the message consumes
+  bool response_done = false;  // READ/atomic: all response data arrived
+  uint32_t resp_received = 0;  // READ response packets placed so far
+  bool executed = false;
+};
+
+struct RequesterState {
+  uint32_t next_psn = 0;      // PSN of the next new packet
+  uint32_t una_psn = 0;       // oldest unacknowledged PSN
+  uint16_t fetch = 0;         // next basic block to fetch from the ring
+  uint16_t producer = 0;      // producer index from the last doorbell
+  uint16_t exec = 0;          // next basic block to execute
+  uint16_t complete = 0;      // oldest basic block not yet completed
+  uint32_t outstanding_rd = 0;  // READ/atomic requests in flight
+  uint32_t retries_left = 0;
+  uint32_t rnr_retries_left = 0;
+  Picoseconds deadline{-1};   // retransmit or RNR timer, -1 = none
+  bool rnr_wait = false;      // deadline is an RNR wait
+  uint32_t read_resp_psn = 0; // next READ response PSN expected
+};
+
+struct ResponderState {
+  uint32_t epsn = 0;       // expected PSN
+  uint32_t msn = 0;        // message sequence number (24 bits)
+  bool nak_sent = false;   // a sequence-error NAK is outstanding
+  RecvBuffer recv{};       // the receive WQE of a SEND in progress
+  // An RDMA WRITE in progress: where the next payload goes.
+  bool write_active = false;
+  uint64_t write_host_addr = 0;
+  uint64_t write_remaining = 0;
+  bool uc_drop_message = false;  // UC: drop until the next first/only packet
+  // Last atomic executed, to answer a duplicate request without executing it again.
+  uint32_t last_atomic_psn = 0xffffffff;
+  uint64_t last_atomic_orig = 0;
+};
+
+struct QueuePair {
+  uint32_t qpn = 0;
+  hwif::QpType type = hwif::QpType::kRc;
+  uint32_t pdn = 0;
+  uint32_t send_cqn = 0;
+  uint32_t recv_cqn = 0;
+  uint32_t srqn = hwif::kNoSrq;
+  bool sq_sig_all = false;
+  hwif::QpAttributes attr{};  // attr.state is the current state
+  uint64_t sq_addr = 0;
+  uint32_t log_sq_bbs = 0;
+  uint64_t rq_addr = 0;
+  uint32_t log_rq_cnt = 0;
+  uint32_t log_rq_stride = 0;
+  uint64_t dbrec = 0;
+  uint16_t rq_ci = 0;
+  uint16_t rq_posted_cached = 0;
+  std::vector<uint8_t> sq_shadow;      // fetched WQE bytes, indexed like the ring
+  std::vector<SendRecord> records;     // by first basic block of each WQE
+  RequesterState req{};
+  ResponderState resp{};
+
+  [[nodiscard]] uint32_t sq_bbs() const { return 1u << log_sq_bbs; }
+  [[nodiscard]] SendRecord& record(uint16_t bb) { return records[bb & (sq_bbs() - 1)]; }
+  [[nodiscard]] hwif::QpState state() const { return attr.state; }
+};
+
+}  // namespace softhca::hca

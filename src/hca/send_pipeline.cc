@@ -1,0 +1,141 @@
+#include "hca/send_pipeline.h"
+
+#include <cstring>
+
+#include "hca/completer.h"
+#include "hca/transport/requester.h"
+
+namespace softhca::hca {
+
+using namespace hwif;
+
+void SendPipeline::on_doorbell(uint16_t producer) {
+  qp_.req.producer = producer;
+  fetch();
+  run();
+}
+
+void SendPipeline::on_blueflame(std::span<const uint8_t> wqe) {
+  const auto ctrl = load_as<CtrlSeg>(wqe.data());
+  const uint16_t index = ctrl.wqe_index();
+  const uint32_t bbs = wqe_bbs(ctrl.ds());
+  if (bbs * kSendWqeBbBytes > wqe.size()) return;  // a torn BlueFlame write: ignore it
+  // WQEs rung before this one but not yet fetched are read from the ring first.
+  qp_.req.producer = index;
+  fetch();
+  const uint32_t ring_bytes = static_cast<uint32_t>(qp_.sq_shadow.size());
+  uint32_t off = (static_cast<uint32_t>(index) * kSendWqeBbBytes) % ring_bytes;
+  for (uint32_t i = 0; i < bbs * kSendWqeBbBytes; ++i) {
+    qp_.sq_shadow[off] = wqe[i];
+    off = (off + 1) % ring_bytes;
+  }
+  qp_.req.producer = qp_.req.fetch = static_cast<uint16_t>(index + bbs);
+  run();
+}
+
+void SendPipeline::fetch() {
+  const uint32_t ring_bbs = qp_.sq_bbs();
+  while (qp_.req.fetch != qp_.req.producer) {
+    const uint32_t pending = static_cast<uint16_t>(qp_.req.producer - qp_.req.fetch);
+    if (pending > ring_bbs) return;  // a doorbell claiming more than the ring holds: ignore it
+    const uint32_t slot = qp_.req.fetch & (ring_bbs - 1);
+    const uint32_t n = pending < ring_bbs - slot ? pending : ring_bbs - slot;
+    const uint64_t off = static_cast<uint64_t>(slot) * kSendWqeBbBytes;
+    dev_.dma_.dma_read(qp_.sq_addr + off, qp_.sq_shadow.data() + off, n * kSendWqeBbBytes,
+                       pcie::TlpCause::kWqeRead);
+    qp_.req.fetch = static_cast<uint16_t>(qp_.req.fetch + n);
+  }
+}
+
+bool SendPipeline::local_keys_ok(const SendWqe& wqe) const {
+  if (wqe.is_inline) return true;
+  // Gathers need local read (always granted); READ and atomic results are written locally.
+  const uint32_t need = (wqe.is_read() || wqe.is_atomic()) ? uint32_t{kAccessLocalWrite} : 0u;
+  for (uint32_t i = 0; i < wqe.num_sge; ++i) {
+    const Sge& s = wqe.sge[i];
+    if (s.length == 0) continue;
+    if (dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr, s.length, need).result != KeyCheck::kOk) return false;
+  }
+  return true;
+}
+
+SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
+  const std::span<const uint8_t> ring(qp_.sq_shadow);
+  rec = SendRecord{};
+  const WqeParse parsed = parse_send_wqe(ring, qp_.req.exec, qp_.type == QpType::kUd, rec.wqe);
+  SendWqe& w = rec.wqe;
+  w.wqe_index = qp_.req.exec;
+  w.signaled = w.signaled || qp_.sq_sig_all;
+  if (parsed != WqeParse::kOk) {
+    syndrome_ = CqeSyndrome::kLocQpOpErr;
+    return Prepared::kFailed;
+  }
+  const bool type_ok = qp_.type == QpType::kRc ||
+                       (qp_.type == QpType::kUc && (w.is_send() || w.is_write() || w.opcode == WqeOpcode::kNop)) ||
+                       (qp_.type == QpType::kUd && (w.is_send() || w.opcode == WqeOpcode::kNop));
+  if (!type_ok) {
+    syndrome_ = CqeSyndrome::kLocQpOpErr;
+    return Prepared::kFailed;
+  }
+  const uint32_t mtu = mtu_bytes(qp_.attr.path_mtu);
+  if (w.length > dev_.config_.caps.max_msg_sz || (qp_.type == QpType::kUd && w.length > mtu) ||
+      (w.is_atomic() && (w.num_sge != 1 || w.sge[0].length < 8))) {
+    syndrome_ = CqeSyndrome::kLocLenErr;
+    return Prepared::kFailed;
+  }
+  if (!local_keys_ok(w)) {
+    syndrome_ = CqeSyndrome::kLocProtErr;
+    return Prepared::kFailed;
+  }
+  // RDMA READ and atomics are limited by max_rd_atomic; a fenced WQE waits for all of them.
+  const bool rd = w.is_read() || w.is_atomic();
+  if ((rd && qp_.req.outstanding_rd >= qp_.attr.max_rd_atomic) || (w.fence && qp_.req.outstanding_rd > 0))
+    return Prepared::kStall;
+  return Prepared::kReady;
+}
+
+void SendPipeline::run() {
+  const QpState s = qp_.state();
+  if (s == QpState::kErr) return flush();
+  if (s != QpState::kRts) return;  // WQEs wait in the ring until the QP can send
+  Requester requester(dev_, qp_);
+  while (qp_.req.exec != qp_.req.fetch && qp_.state() == QpState::kRts) {
+    SendRecord& rec = qp_.record(qp_.req.exec);
+    const Prepared p = prepare(rec);
+    if (p == Prepared::kStall) return;
+    if (p == Prepared::kFailed) return fail(rec);
+    qp_.req.exec = static_cast<uint16_t>(qp_.req.exec + rec.wqe.bbs);
+    requester.execute(rec);
+  }
+}
+
+void SendPipeline::fail(const SendRecord& rec) {
+  // Completions stay in WQE order: WQEs still in flight before this one are flushed first.
+  Completer done(dev_);
+  while (qp_.req.complete != qp_.req.exec) {
+    const SendRecord& earlier = qp_.record(qp_.req.complete);
+    done.send_flush(qp_, qp_.req.complete, earlier.wqe.opcode);
+    qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + earlier.wqe.bbs);
+  }
+  done.send_error(qp_, rec.wqe, syndrome_);
+  qp_.req.exec = qp_.req.complete = static_cast<uint16_t>(qp_.req.exec + rec.wqe.bbs);
+  dev_.enter_error(qp_);
+}
+
+void SendPipeline::flush() {
+  fetch();
+  Completer done(dev_);
+  const std::span<const uint8_t> ring(qp_.sq_shadow);
+  while (qp_.req.complete != qp_.req.fetch) {
+    SendWqe w;
+    const uint16_t index = qp_.req.complete;
+    const WqeParse parsed = parse_send_wqe(ring, index, qp_.type == QpType::kUd, w);
+    const uint32_t bbs = parsed == WqeParse::kOk || parsed == WqeParse::kBadOpcode ? w.bbs : 1;
+    done.send_flush(qp_, index, w.opcode);
+    qp_.req.complete = static_cast<uint16_t>(index + bbs);
+  }
+  qp_.req.exec = qp_.req.complete;
+  qp_.req.outstanding_rd = 0;
+}
+
+}  // namespace softhca::hca

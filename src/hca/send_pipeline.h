@@ -1,0 +1,41 @@
+// The send pipeline of one QP, as explicit stages (STYLE.md 5):
+//   fetch    DMA-read new WQEs from the send ring (one read per contiguous ring segment), or take
+//            a WQE written by BlueFlame with no read at all;
+//   prepare  decode the WQE, check it against the QP type and limits, check local keys;
+//   execute  hand it to the requester transport (packets go out);
+//   complete done by the transport when ACKs/responses arrive (UC/UD: at once).
+// Data path: no allocation, no logging. Runs under the device lock.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "hca/device.h"
+
+namespace softhca::hca {
+
+class SendPipeline {
+ public:
+  SendPipeline(Device& dev, QueuePair& qp) : dev_(dev), qp_(qp) {}
+
+  // Doorbell: WQEs up to (not including) basic block `producer` are posted.
+  void on_doorbell(uint16_t producer);
+  // BlueFlame: the bytes of one WQE, written through the BAR.
+  void on_blueflame(std::span<const uint8_t> wqe);
+  // Executes what is fetched, as far as the QP's state and limits allow.
+  void run();
+  // QP in error: every fetched and posted WQE not yet completed completes with a flush error.
+  void flush();
+
+ private:
+  void fetch();
+  enum class Prepared : uint8_t { kReady, kStall, kFailed };
+  Prepared prepare(SendRecord& rec);
+  bool local_keys_ok(const SendWqe& wqe) const;
+  void fail(const SendRecord& rec);
+
+  Device& dev_;
+  QueuePair& qp_;
+  hwif::CqeSyndrome syndrome_ = hwif::CqeSyndrome::kLocQpOpErr;  // why prepare() failed
+};
+
+}  // namespace softhca::hca

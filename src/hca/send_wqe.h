@@ -1,0 +1,81 @@
+// The "prepare" stage of the send pipeline: a fetched WQE (bytes in the QP's shadow of its send
+// ring) decoded into what the transport needs. Inline payload stays in the shadow ring and is
+// read from there (it may wrap). Sizes in bytes; WQE positions in 64-byte basic blocks.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "hwif/caps.h"
+#include "hwif/wqe.h"
+
+namespace softhca::hca {
+
+inline constexpr uint32_t kMaxSendSges = 60;  // a 1 KiB WQE holds at most 63 16-byte segments
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+struct UdAddress {
+  uint32_t dest_qpn = 0;
+  uint32_t qkey = 0;
+  uint16_t dlid = 0;
+  uint8_t sl = 0;
+  bool has_grh = false;
+  uint8_t sgid_index = 0;
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 0;
+  uint32_t flow_label = 0;
+  hwif::Gid dgid{};
+};
+
+enum class WqeParse : uint8_t { kOk, kBadOpcode, kBadSize, kBadSegment };
+
+struct SendWqe {
+  hwif::WqeOpcode opcode = hwif::WqeOpcode::kNop;
+  uint16_t wqe_index = 0;  // position in basic blocks (16-bit counter)
+  uint32_t bbs = 1;        // basic blocks the WQE occupies
+  bool signaled = false;
+  bool solicited = false;
+  bool fence = false;
+  uint32_t imm = 0;        // raw network-order immediate
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t swap_add = 0;
+  uint64_t compare = 0;
+  UdAddress ud{};
+  bool is_inline = false;
+  uint32_t inline_offset = 0;  // byte offset of the inline data in the shadow ring
+  uint32_t num_sge = 0;
+  std::array<Sge, kMaxSendSges> sge{};
+  uint64_t length = 0;  // total payload bytes (or the atomic operand size, 8)
+
+  [[nodiscard]] bool is_read() const { return opcode == hwif::WqeOpcode::kRdmaRead; }
+  [[nodiscard]] bool is_atomic() const {
+    return opcode == hwif::WqeOpcode::kAtomicCs || opcode == hwif::WqeOpcode::kAtomicFa;
+  }
+  [[nodiscard]] bool has_imm() const {
+    return opcode == hwif::WqeOpcode::kSendImm || opcode == hwif::WqeOpcode::kRdmaWriteImm;
+  }
+  [[nodiscard]] bool is_send() const {
+    return opcode == hwif::WqeOpcode::kSend || opcode == hwif::WqeOpcode::kSendImm;
+  }
+  [[nodiscard]] bool is_write() const {
+    return opcode == hwif::WqeOpcode::kRdmaWrite || opcode == hwif::WqeOpcode::kRdmaWriteImm;
+  }
+};
+
+// Decodes the WQE that starts at basic block `bb` of a ring of 2^log_bbs blocks held in `ring`.
+// `is_ud` selects the datagram segment after the control segment.
+WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, SendWqe& out);
+
+// Number of basic blocks of a WQE whose control segment says ds 16-byte units.
+constexpr uint32_t wqe_bbs(uint32_t ds) { return (ds * hwif::kDsBytes + hwif::kSendWqeBbBytes - 1) / hwif::kSendWqeBbBytes; }
+
+// Copies len bytes starting at byte `offset` of the ring (wrapping) into dst.
+void copy_from_ring(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len);
+
+}  // namespace softhca::hca

@@ -1,0 +1,304 @@
+#include "hca/transport/requester.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hca/completer.h"
+#include "hca/send_pipeline.h"
+#include "hca/transport/wire.h"
+
+namespace softhca::hca {
+
+using namespace hwif;
+using fabric::OpKind;
+
+namespace {
+uint32_t packets_of(const SendWqe& w, uint32_t mtu) {
+  if (w.is_atomic()) return 1;
+  return w.length == 0 ? 1 : static_cast<uint32_t>(ceil_div(w.length, mtu));
+}
+uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & Psn::kMask; }
+int32_t psn_cmp(uint32_t a, uint32_t b) { return distance(Psn(a), Psn(b)); }
+}  // namespace
+
+uint32_t Requester::mtu() const { return mtu_bytes(qp_.attr.path_mtu); }
+
+void Requester::fill_route(fabric::PacketFields& f) const {
+  const AddressVector& av = qp_.attr.av;
+  f.sl = av.sl;
+  f.slid = Lid(dev_.lid());
+  f.dlid = Lid(av.dlid);
+  f.pkey = dev_.config_.port.pkeys[qp_.attr.pkey_index];
+  f.dest_qp = Qpn(qp_.attr.dest_qpn);
+  if (av.is_global) {
+    f.grh = fabric::GrhFields{av.traffic_class, av.flow_label, av.hop_limit,
+                              dev_.config_.port.gids[av.sgid_index % kGidTableLen].raw, av.dgid.raw};
+  }
+}
+
+void Requester::execute(SendRecord& rec) {
+  const SendWqe& w = rec.wqe;
+  rec.executed = true;
+  if (w.opcode == WqeOpcode::kNop) {
+    rec.npkts = 0;
+    rec.first_psn = qp_.req.next_psn;
+    rec.response_done = true;
+    if (qp_.type != QpType::kRc) qp_.req.complete = qp_.req.exec;
+    complete_acked();
+    return;
+  }
+  rec.npkts = packets_of(w, mtu());
+  rec.first_psn = qp_.req.next_psn;
+  qp_.req.next_psn = psn_add(qp_.req.next_psn, rec.npkts);
+  if (w.is_read() || w.is_atomic()) {
+    ++qp_.req.outstanding_rd;
+    send_request_packet(rec, 0);
+  } else {
+    for (uint32_t i = 0; i < rec.npkts; ++i) send_request_packet(rec, i);
+  }
+  if (qp_.type == QpType::kRc) {
+    arm_ack_timer();
+    return;
+  }
+  // UC and UD complete as soon as the message is on the wire.
+  rec.response_done = true;
+  qp_.req.una_psn = qp_.req.next_psn;
+  complete_acked();
+}
+
+bool Requester::gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst) {
+  if (w.is_inline) {
+    copy_from_ring(qp_.sq_shadow, static_cast<uint32_t>(w.inline_offset + offset), dst, len);
+    return true;
+  }
+  for (uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
+    const Sge& s = w.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, len));
+    const Translation t = dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr + offset, n, 0);
+    if (t.result != KeyCheck::kOk) return false;
+    dev_.dma_.dma_read(t.host_addr, dst, n, pcie::TlpCause::kPayloadRead);
+    dst += n;
+    len -= n;
+    offset = 0;
+  }
+  return true;
+}
+
+bool Requester::scatter(const SendWqe& w, uint64_t offset, std::span<const uint8_t> data) {
+  for (uint32_t i = 0; i < w.num_sge && !data.empty(); ++i) {
+    const Sge& s = w.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, data.size()));
+    const Translation t = dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr + offset, n, kAccessLocalWrite);
+    if (t.result != KeyCheck::kOk) return false;
+    dev_.dma_.dma_write(t.host_addr, data.data(), n, pcie::TlpCause::kPayloadWrite);
+    data = data.subspan(n);
+    offset = 0;
+  }
+  return data.empty();
+}
+
+void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
+  const SendWqe& w = rec.wqe;
+  const uint32_t m = mtu();
+  fabric::PacketFields f;
+  fill_route(f);
+  f.psn = Psn(psn_add(rec.first_psn, index));
+  uint32_t payload_len = 0;
+  if (w.is_read()) {
+    const uint64_t off = static_cast<uint64_t>(index) * m;
+    f.opcode = BthOpcode::kRcRdmaReadRequest;
+    f.reth = fabric::RethFields{w.remote_addr + off, RKey(w.rkey), static_cast<uint32_t>(w.length - off)};
+    f.ack_req = true;
+  } else if (w.is_atomic()) {
+    f.opcode = request_opcode(qp_.type, w.opcode, PacketPosition::kOnly);
+    f.atomic_eth = fabric::AtomicEthFields{w.remote_addr, RKey(w.rkey), w.swap_add, w.compare};
+    f.ack_req = true;
+  } else {
+    const PacketPosition pos = position_of(index, rec.npkts);
+    const uint64_t off = static_cast<uint64_t>(index) * m;
+    payload_len = static_cast<uint32_t>(std::min<uint64_t>(m, w.length - std::min<uint64_t>(w.length, off)));
+    f.opcode = request_opcode(qp_.type, w.opcode, pos);
+    const bool first = pos == PacketPosition::kFirst || pos == PacketPosition::kOnly;
+    const bool last = pos == PacketPosition::kLast || pos == PacketPosition::kOnly;
+    if (w.is_write() && first) f.reth = fabric::RethFields{w.remote_addr, RKey(w.rkey), static_cast<uint32_t>(w.length)};
+    if (w.has_imm() && last) f.imm = w.imm;
+    if (qp_.type == QpType::kUd) {
+      f.dlid = Lid(w.ud.dlid);
+      f.sl = w.ud.sl;
+      f.dest_qp = Qpn(w.ud.dest_qpn);
+      // A Q_Key with its high bit set means "use the QP's own Q_Key" (IBA 10.2.5).
+      const uint32_t qkey = (w.ud.qkey & 0x80000000u) ? qp_.attr.qkey : w.ud.qkey;
+      f.deth = fabric::DethFields{qkey, Qpn(qp_.qpn)};
+      f.grh.reset();
+      if (w.ud.has_grh) {
+        f.grh = fabric::GrhFields{w.ud.traffic_class, w.ud.flow_label, w.ud.hop_limit,
+                                  dev_.config_.port.gids[w.ud.sgid_index % kGidTableLen].raw, w.ud.dgid.raw};
+      }
+    }
+    f.solicited = w.solicited && last;
+    f.ack_req = qp_.type == QpType::kRc && last;
+    if (!gather(w, off, payload_len, dev_.payload_buf_.data())) {
+      return fail_at(f.psn.value(), CqeSyndrome::kLocProtErr);
+    }
+  }
+  dev_.transmit(f, std::span<const uint8_t>(dev_.payload_buf_.data(), payload_len));
+}
+
+void Requester::arm_ack_timer() {
+  if (qp_.req.deadline.count() >= 0) return;
+  const Picoseconds t = ack_timeout(qp_.attr.timeout);
+  if (t.count() < 0) return;
+  dev_.schedule(qp_, dev_.clock_.now() + t, false);
+}
+
+SendRecord* Requester::record_for_psn(uint32_t psn) {
+  for (uint16_t bb = qp_.req.complete; bb != qp_.req.exec;) {
+    SendRecord& r = qp_.record(bb);
+    if (r.npkts > 0 && psn_cmp(psn, r.first_psn) >= 0 && psn_cmp(psn, psn_add(r.first_psn, r.npkts)) < 0) return &r;
+    bb = static_cast<uint16_t>(bb + r.wqe.bbs);
+  }
+  return nullptr;
+}
+
+void Requester::acknowledge(uint32_t psn) {
+  const uint32_t next = psn_add(psn, 1);
+  // Only ACKs inside the window [una, next_psn] move things on; others are stale or bogus.
+  if (psn_cmp(next, qp_.req.una_psn) <= 0 || psn_cmp(next, qp_.req.next_psn) > 0) return;
+  qp_.req.una_psn = next;
+  qp_.req.retries_left = qp_.attr.retry_cnt;
+  qp_.req.rnr_retries_left = qp_.attr.rnr_retry;
+  complete_acked();
+}
+
+void Requester::complete_acked() {
+  Completer done(dev_);
+  while (qp_.req.complete != qp_.req.exec) {
+    SendRecord& r = qp_.record(qp_.req.complete);
+    const uint32_t end = psn_add(r.first_psn, r.npkts);
+    const bool acked = r.npkts == 0 || psn_cmp(end, qp_.req.una_psn) <= 0;
+    if (!acked) break;
+    if ((r.wqe.is_read() || r.wqe.is_atomic()) && !r.response_done) {
+      // Later PSNs were ACKed but this READ's data never came: ask for it again.
+      retransmit_from(r.first_psn);
+      return;
+    }
+    if (r.wqe.signaled) done.send_done(qp_, r.wqe);
+    qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + r.wqe.bbs);
+  }
+  if (qp_.type == QpType::kRc) {
+    if (qp_.req.complete == qp_.req.exec) {
+      dev_.cancel_timer(qp_);
+    } else if (!qp_.req.rnr_wait) {
+      dev_.cancel_timer(qp_);
+      arm_ack_timer();
+    }
+  }
+}
+
+void Requester::retransmit_from(uint32_t psn) {
+  for (uint16_t bb = qp_.req.complete; bb != qp_.req.exec;) {
+    SendRecord& r = qp_.record(bb);
+    bb = static_cast<uint16_t>(bb + r.wqe.bbs);
+    if (r.npkts == 0 || psn_cmp(psn_add(r.first_psn, r.npkts), psn) <= 0) continue;
+    const uint32_t from = psn_cmp(psn, r.first_psn) > 0 ? static_cast<uint32_t>(psn_cmp(psn, r.first_psn)) : 0;
+    if (r.wqe.is_read() || r.wqe.is_atomic()) {
+      if (!r.response_done) {
+        send_request_packet(r, from);
+        ++dev_.stats_.retransmitted_packets;
+      }
+      continue;
+    }
+    for (uint32_t i = from; i < r.npkts; ++i) {
+      send_request_packet(r, i);
+      ++dev_.stats_.retransmitted_packets;
+      if (qp_.state() == QpState::kErr) return;
+    }
+  }
+  arm_ack_timer();
+}
+
+void Requester::fail_at(uint32_t psn, CqeSyndrome syndrome) {
+  Completer done(dev_);
+  SendRecord* failing = record_for_psn(psn);
+  // Everything before the failing WQE completes normally (it was acknowledged implicitly).
+  while (qp_.req.complete != qp_.req.exec) {
+    SendRecord& r = qp_.record(qp_.req.complete);
+    if (&r == failing) break;
+    if (r.wqe.signaled) done.send_done(qp_, r.wqe);
+    qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + r.wqe.bbs);
+  }
+  if (failing != nullptr) {
+    done.send_error(qp_, failing->wqe, syndrome);
+    qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + failing->wqe.bbs);
+  }
+  dev_.enter_error(qp_);
+}
+
+void Requester::on_timer(bool rnr_wait) {
+  if (qp_.state() != QpState::kRts || qp_.req.complete == qp_.req.exec) return;
+  if (!rnr_wait) {
+    ++dev_.stats_.timeouts;
+    if (qp_.req.retries_left == 0) return fail_at(qp_.req.una_psn, CqeSyndrome::kRetryExcErr);
+    --qp_.req.retries_left;
+  }
+  retransmit_from(qp_.req.una_psn);
+}
+
+void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
+  if (qp_.type != QpType::kRc || qp_.state() == QpState::kErr) return;
+  const fabric::OpcodeInfo info = fabric::opcode_info(f.opcode);
+  const uint32_t psn = f.psn.value();
+
+  if (info.kind == OpKind::kAcknowledge) {
+    const uint8_t syn = f.aeth ? f.aeth->syndrome : 0;
+    if (fabric::is_ack(syn)) return acknowledge(psn);
+    // NAKs and RNR NAKs acknowledge everything before their PSN.
+    acknowledge(psn_add(psn, Psn::kMask));
+    if (fabric::is_rnr_nak(syn)) {
+      if (qp_.req.rnr_retries_left == 0) return fail_at(psn, CqeSyndrome::kRnrRetryExcErr);
+      if (qp_.attr.rnr_retry != 7) --qp_.req.rnr_retries_left;  // 7 means retry forever
+      dev_.cancel_timer(qp_);
+      return dev_.schedule(qp_, dev_.clock_.now() + rnr_delay(syn & 0x1f), true);
+    }
+    switch (static_cast<NakCode>(syn & 0x1f)) {
+      case NakCode::kPsnSequenceError: return retransmit_from(psn);
+      case NakCode::kInvalidRequest: return fail_at(psn, CqeSyndrome::kRemInvReqErr);
+      case NakCode::kRemoteAccessError: return fail_at(psn, CqeSyndrome::kRemAccessErr);
+      case NakCode::kRemoteOperationalError: return fail_at(psn, CqeSyndrome::kRemOpErr);
+      case NakCode::kInvalidRdRequest: break;
+    }
+    return fail_at(psn, CqeSyndrome::kRemInvReqErr);
+  }
+
+  SendRecord* r = record_for_psn(psn);
+  if (r == nullptr || r->response_done) return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+  if (info.kind == OpKind::kAtomicAcknowledge && r->wqe.is_atomic() && f.atomic_ack) {
+    const uint64_t value = f.atomic_ack->orig;  // the target's original value, in host order
+    if (!scatter(r->wqe, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&value), 8)))
+      return fail_at(psn, CqeSyndrome::kLocProtErr);
+  } else if (info.kind == OpKind::kRdmaReadResponse && r->wqe.is_read()) {
+    // Responses must arrive in order: exactly the next PSN of this READ.
+    const auto index = static_cast<uint32_t>(psn_cmp(psn, r->first_psn));
+    if (psn != psn_add(r->first_psn, r->resp_received)) return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+    if (!scatter(r->wqe, static_cast<uint64_t>(index) * mtu(), payload))
+      return fail_at(psn, CqeSyndrome::kLocProtErr);
+    ++r->resp_received;
+    if (!info.ends_message()) return;
+  } else {
+    return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+  }
+  r->response_done = true;
+  --qp_.req.outstanding_rd;
+  acknowledge(psn_add(r->first_psn, r->npkts - 1));
+  SendPipeline(dev_, qp_).run();  // WQEs may have waited for max_rd_atomic
+}
+
+}  // namespace softhca::hca

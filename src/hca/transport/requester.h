@@ -1,0 +1,40 @@
+// The requester side of a QP's transport: turns executed WQEs into request packets (RC, UC, UD),
+// and for RC tracks PSNs, handles ACK/NAK/RNR NAK, READ responses and atomic ACKs, completes WQEs
+// in order, and retransmits (go-back-N from the first unacknowledged PSN) on NAK or timeout.
+// Data path under the device lock; the payload is gathered by DMA per packet.
+#pragma once
+#include <span>
+
+#include "hca/device.h"
+
+namespace softhca::hca {
+
+class Requester {
+ public:
+  Requester(Device& dev, QueuePair& qp) : dev_(dev), qp_(qp) {}
+
+  // Starts a prepared WQE: assigns PSNs and sends its packets.
+  void execute(SendRecord& rec);
+  // A response-class packet for this QP (ACK, NAK, READ response, atomic ACK).
+  void on_response(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  // The QP's timer expired: an RNR wait ended, or the ACK timeout fired.
+  void on_timer(bool rnr_wait);
+
+ private:
+  void send_request_packet(const SendRecord& rec, uint32_t index);
+  bool gather(const SendWqe& wqe, uint64_t offset, uint32_t len, uint8_t* dst);
+  bool scatter(const SendWqe& wqe, uint64_t offset, std::span<const uint8_t> data);
+  void fill_route(fabric::PacketFields& f) const;
+  void acknowledge(uint32_t psn);  // everything up to and including psn arrived
+  void complete_acked();
+  void retransmit_from(uint32_t psn);
+  void fail_at(uint32_t psn, hwif::CqeSyndrome syndrome);
+  void arm_ack_timer();
+  SendRecord* record_for_psn(uint32_t psn);
+  [[nodiscard]] uint32_t mtu() const;
+
+  Device& dev_;
+  QueuePair& qp_;
+};
+
+}  // namespace softhca::hca

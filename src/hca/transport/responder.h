@@ -1,0 +1,50 @@
+// The responder side of a QP's transport: executes incoming requests into host memory.
+// RC: PSN checking (duplicate / in order / ahead), RQ/SRQ consumption for SENDs with RNR NAK when
+// nothing is posted, rkey/bounds/access checks for WRITE, READ and atomics with NAKs, READ responses,
+// atomic ACKs, ACKs when the requester asks (AckReq). UC: the same placement with no ACK/NAK,
+// dropping broken messages. UD: Q_Key check, GRH placement in the first 40 bytes of the buffer.
+#pragma once
+#include <span>
+
+#include "hca/device.h"
+#include "hca/transport/wire.h"
+
+namespace softhca::hca {
+
+class Responder {
+ public:
+  Responder(Device& dev, QueuePair& qp) : dev_(dev), qp_(qp) {}
+
+  void on_request(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  // QP in error: posted receive WQEs complete with flush errors (not those of an SRQ).
+  void flush();
+
+ private:
+  void on_rc(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  void on_uc(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  void on_ud(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  void rc_duplicate(const fabric::PacketFields& f);
+
+  // Outcome of placing one packet; kOk or the error to report.
+  enum class Placed : uint8_t { kOk, kNoRecv, kAccess, kLength, kInvalid, kLocalProt };
+  Placed place_send(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  Placed place_write(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  Placed execute_read(const fabric::PacketFields& f);
+  Placed execute_atomic(const fabric::PacketFields& f);
+  bool take_recv_wqe(RecvBuffer& rb);
+  bool take_rq_wqe(RecvBuffer& rb);
+  bool take_srq_wqe(RecvBuffer& rb);
+  bool scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data);
+  void complete_recv(const fabric::PacketFields& f, hwif::CqeOpcode op, uint32_t byte_len);
+  void report_rc_error(const fabric::PacketFields& f, Placed p);
+
+  void send_ack(uint32_t psn, uint8_t syndrome);
+  void fill_reply_route(fabric::PacketFields& reply, const fabric::PacketFields& req) const;
+  [[nodiscard]] uint32_t mtu() const;
+  [[nodiscard]] uint32_t pdn_for_recv() const;
+
+  Device& dev_;
+  QueuePair& qp_;
+};
+
+}  // namespace softhca::hca

@@ -1,0 +1,42 @@
+// The background agent of the live runtime: one thread that sleeps until the earliest timer any
+// device asked for (retransmission, RNR wait), then runs the devices' timers under the device lock.
+// It is the live implementation of hca::EngineClock: the only place live mode reads the wall clock.
+#pragma once
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <vector>
+
+#include "hca/device.h"
+
+namespace softhca::runtime {
+
+class Agent final : public hca::EngineClock {
+ public:
+  // run_timers(now) is called with no agent lock held; it takes the device lock itself.
+  explicit Agent(std::function<void(Picoseconds)> run_timers);
+  ~Agent() override;
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Stops the thread (idempotent); after it no timer runs. Owners call it before the devices go.
+  void stop();
+
+  Picoseconds now() override;
+  void request_wakeup(Picoseconds at) override;
+
+ private:
+  void loop();
+
+  std::function<void(Picoseconds)> run_timers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Picoseconds, std::vector<Picoseconds>, std::greater<>> wakeups_;
+  bool stop_ = false;
+  std::chrono::steady_clock::time_point epoch_;
+  std::thread thread_;  // last: starts after everything above exists
+};
+
+}  // namespace softhca::runtime

@@ -1,0 +1,58 @@
+#include "runtime/live_device.h"
+
+#include <endian.h>
+
+namespace softhca::runtime {
+
+LiveDevice::LiveDevice(uint32_t index, std::mutex& device_lock, fabric::InprocCarrier& carrier, Agent& agent)
+    : name_("softhca_" + std::to_string(index)),
+      lock_(device_lock),
+      carrier_(carrier),
+      device_(hca::default_device_config(index), counters_, *this, agent),
+      host_port_(*this, counters_, device_.config().pcie) {
+  std::lock_guard<std::mutex> g(lock_);
+  carrier_.attach(device_.lid(), this);
+}
+
+LiveDevice::~LiveDevice() {
+  std::lock_guard<std::mutex> g(lock_);
+  carrier_.detach(device_.lid());
+}
+
+uint64_t LiveDevice::node_guid_be() const { return htobe64(device_.config().caps.node_guid); }
+
+uint32_t LiveDevice::acquire_uar() {
+  std::lock_guard<std::mutex> g(uar_lock_);
+  for (uint32_t i = 0; i < uars_in_use_.size() && i < device_.config().caps.num_uars; ++i) {
+    if (!uars_in_use_[i]) {
+      uars_in_use_[i] = true;
+      return i;
+    }
+  }
+  return 0;  // all taken: share page 0 (doorbells carry the QPN, so sharing is safe)
+}
+
+void LiveDevice::release_uar(uint32_t uar_index) {
+  std::lock_guard<std::mutex> g(uar_lock_);
+  if (uar_index < uars_in_use_.size()) uars_in_use_[uar_index] = false;
+}
+
+hca::DeviceStats LiveDevice::stats() {
+  std::lock_guard<std::mutex> g(lock_);
+  return device_.stats();
+}
+
+void LiveDevice::mmio_write(uint64_t bar_offset, const void* data, size_t len) {
+  std::lock_guard<std::mutex> g(lock_);
+  device_.mmio_write(bar_offset, data, len);
+  carrier_.drain();
+}
+
+int LiveDevice::execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
+  std::lock_guard<std::mutex> g(lock_);
+  const int err = device_.execute(op, in, in_len, out, out_len);
+  carrier_.drain();
+  return err;
+}
+
+}  // namespace softhca::runtime

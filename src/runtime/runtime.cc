@@ -1,0 +1,110 @@
+// The live runtime of one process: N devices on one in-process carrier, one device lock, one agent.
+#include "runtime/runtime.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/live_device.h"
+
+namespace softhca::runtime {
+
+namespace {
+
+constexpr uint32_t kMaxDevices = 64;
+
+class LiveRuntime final : public Runtime {
+ public:
+  explicit LiveRuntime(uint32_t n) : agent_([this](Picoseconds now) { run_timers(now); }) {
+    for (uint32_t i = 0; i < n; ++i) {
+      devices_.push_back(std::make_unique<LiveDevice>(i, lock_, carrier_, agent_));
+      slots_.push_back(devices_.back().get());
+    }
+  }
+  ~LiveRuntime() override { agent_.stop(); }
+
+  std::span<DeviceSlot* const> devices() override { return slots_; }
+
+  void dump_stats(const std::string& path) override {
+    nlohmann::json all = nlohmann::json::array();
+    for (auto& d : devices_) {
+      const hca::DeviceStats s = d->stats();
+      nlohmann::json drops = nlohmann::json::object();
+      for (size_t r = 0; r < s.dropped.size(); ++r)
+        drops[std::string(hca::to_string(static_cast<hca::DropReason>(r)))] = s.dropped[r];
+      all.push_back({{"device", d->name()},
+                     {"pcie", nlohmann::json::parse(d->counters().snapshot().to_json())},
+                     {"packets",
+                      {{"sent", s.packets_sent},
+                       {"received", s.packets_received},
+                       {"bytes_sent", s.bytes_sent},
+                       {"bytes_received", s.bytes_received},
+                       {"acks_sent", s.acks_sent},
+                       {"naks_sent", s.naks_sent},
+                       {"rnr_naks_sent", s.rnr_naks_sent},
+                       {"retransmitted", s.retransmitted_packets},
+                       {"timeouts", s.timeouts},
+                       {"duplicates", s.duplicates},
+                       {"cqes_written", s.cqes_written},
+                       {"cq_overruns", s.cq_overruns},
+                       {"dropped", drops}}}});
+    }
+    std::ofstream(path) << nlohmann::json{{"devices", all}}.dump(2) << "\n";
+  }
+
+ private:
+  void run_timers(Picoseconds now) {
+    std::lock_guard<std::mutex> g(lock_);
+    for (auto& d : devices_) d->run_timers_locked(now);
+    carrier_.drain();
+  }
+
+  // Declaration order is teardown order reversed: devices go first, then the agent, the carrier
+  // and the lock they use.
+  std::mutex lock_;
+  fabric::InprocCarrier carrier_;
+  Agent agent_;
+  std::vector<std::unique_ptr<LiveDevice>> devices_;
+  std::vector<DeviceSlot*> slots_;
+};
+
+uint32_t devices_from_env() {
+  const char* v = std::getenv("SOFTHCA_NUM_DEVICES");
+  if (v == nullptr || *v == '\0') return 1;
+  const long n = std::strtol(v, nullptr, 10);
+  return n < 0 ? 0 : n > static_cast<long>(kMaxDevices) ? kMaxDevices : static_cast<uint32_t>(n);
+}
+
+uint8_t blueflame_from_env() {
+  const char* v = std::getenv("SOFTHCA_BLUEFLAME");
+  if (v == nullptr) return 0;
+  const std::string s(v);
+  return s == "off" ? 1 : s == "prefer" ? 2 : 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Runtime> Runtime::create(uint32_t num_devices) {
+  return std::make_unique<LiveRuntime>(num_devices);
+}
+
+Runtime& Runtime::process() {
+  // Created on first use and never destroyed: verbs objects may be used until the very end of
+  // the process, from any thread. SOFTHCA_STATS is written at exit.
+  static Runtime* const instance = [] {
+    auto* rt = new LiveRuntime(devices_from_env());
+    const uint8_t bf = blueflame_from_env();
+    for (DeviceSlot* d : rt->devices()) d->set_blueflame_mode(bf);
+    if (std::getenv("SOFTHCA_STATS") != nullptr) {
+      std::atexit([] {
+        if (const char* path = std::getenv("SOFTHCA_STATS")) Runtime::process().dump_stats(path);
+      });
+    }
+    return rt;
+  }();
+  return *instance;
+}
+
+}  // namespace softhca::runtime
