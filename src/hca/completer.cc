@@ -42,7 +42,7 @@ void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
   c.sop_drop_qpn = qp.qpn;
   c.wqe_counter = info.wqe_counter;
   c.byte_cnt = info.byte_len;
-  c.imm_inval_pkey = info.imm;
+  c.imm_inval_pkey = std::bit_cast<Be32>(info.imm);  // raw bytes as they came off the wire
   c.slid = info.slid;
   c.flags_rqpn = (info.grh ? kCqeGrhBits & (1u << 28) : 0u) | (static_cast<uint32_t>(info.sl & 0xf) << 24) |
                  (info.src_qpn & 0xffffff);

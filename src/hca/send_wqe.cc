@@ -1,5 +1,6 @@
 #include "hca/send_wqe.h"
 
+#include <bit>
 #include <cstring>
 
 #include "base/endian.h"
@@ -81,7 +82,7 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, 
   out.signaled = ctrl.fm_ce_se & kCtrlCqUpdate;
   out.solicited = ctrl.fm_ce_se & kCtrlSolicited;
   out.fence = ctrl.fm_ce_se & kCtrlFence;
-  out.imm = ctrl.imm.get();
+  out.imm = std::bit_cast<uint32_t>(ctrl.imm);  // raw wire bytes, as verbs carry imm_data
   out.num_sge = 0;
   out.length = 0;
   out.is_inline = false;

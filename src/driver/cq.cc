@@ -1,0 +1,153 @@
+// Control path of completion queues: create (CreateCq with a ring of CQEs initialised invalid and
+// a doorbell record), destroy, event acknowledgement, and cleaning a CQ of the CQEs of a QP that
+// is reset or destroyed (mlx5 __mlx5_cq_clean).
+// Who may touch what: the ring and cons_index belong to whoever holds Cq::lock (poll_cq, arm,
+// cq_clean); comp_events_completed/events_reported are under the ibv_cq mutex as libibverbs
+// does; Cq::users is the control path's count of queues using the CQ.
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "driver/cq_ring.h"
+#include "driver/objects.h"
+#include "driver/provider.h"
+#include "driver/wqe_ring.h"
+#include "hwif/cqe.h"
+
+namespace softhca::driver {
+namespace {
+
+constexpr uint8_t kCqeInitOpOwn = static_cast<uint8_t>(hwif::CqeOpcode::kInvalid) << 4;  // 0xF0, owner 0
+constexpr uint32_t kMaxCqeLog = 24;  // nent <= 2^24 (verbs-abi.md §6.3)
+
+}  // namespace
+
+ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp_vector) {
+  Context* ctx = to_ctx(ibctx_ptr);
+  if (cqe < 0 || static_cast<uint32_t>(cqe) > ctx->caps.max_cqe) return fail_errno<ibv_cq>(EINVAL);
+  if (comp_vector < 0 || comp_vector >= ibctx_ptr->num_comp_vectors) return fail_errno<ibv_cq>(EINVAL);
+  const uint32_t nent = roundup_pow2(static_cast<uint32_t>(cqe) + 1);
+  const uint32_t log_nent = log2_exact(nent);
+  if (log_nent > kMaxCqeLog) return fail_errno<ibv_cq>(EINVAL);
+
+  auto* cq = new (std::nothrow) Cq{};
+  if (cq == nullptr) return fail_errno<ibv_cq>(ENOMEM);
+  if (!cq->ring.allocate(static_cast<size_t>(nent) * hwif::kCqeBytes) || !cq->dbrec_page.allocate(hwif::kDbRecBytes)) {
+    delete cq;
+    return fail_errno<ibv_cq>(ENOMEM);
+  }
+  for (uint32_t i = 0; i < nent; ++i) {
+    auto* c = new (cq->ring.data() + static_cast<size_t>(i) * hwif::kCqeBytes) hwif::Cqe64{};
+    c->op_own = kCqeInitOpOwn;
+  }
+  cq->dbrec = new (cq->dbrec_page.data()) hwif::CqDbRec{};
+  cq->log_nent = log_nent;
+  cq->ctx = ctx;
+  cq->channel = channel == nullptr ? nullptr : to_channel(channel);
+
+  hwif::CreateCqIn in;
+  in.ring_addr = cq->ring.dma_addr();
+  in.dbrec_addr = cq->dbrec_page.dma_addr();
+  in.log_nent = log_nent;
+  in.eqn = cq->channel == nullptr ? hwif::kNoEq : cq->channel->eqn;
+  in.uar_index = ctx->link.uar_index;
+  hwif::CreateCqOut out;
+  if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
+    delete cq;
+    return fail_errno<ibv_cq>(err);
+  }
+  cq->cqn = out.cqn;
+  {
+    std::lock_guard g(ctx->table_lock);
+    if (!ctx->cqs.insert(out.cqn, cq)) {
+      hwif::DestroyCqIn d;
+      d.cqn = out.cqn;
+      (void)hwif::exec_cmd(*ctx->link.cmd, d);
+      delete cq;
+      return fail_errno<ibv_cq>(ENOMEM);
+    }
+  }
+  if (cq->channel != nullptr) {
+    std::lock_guard g(cq->channel->lock);
+    cq->channel->users.fetch_add(1, std::memory_order_relaxed);
+    cq->channel->ch.refcnt++;
+  }
+  ibv_cq& c = cq->cq;
+  c.context = ibctx_ptr;
+  c.channel = channel;
+  c.handle = out.cqn;
+  c.cqe = static_cast<int>(nent - 1);
+  pthread_mutex_init(&c.mutex, nullptr);
+  pthread_cond_init(&c.cond, nullptr);
+  return &cq->cq;
+}
+
+// cq_context is set by the verbs layer (ibv_create_cq's cq_context argument) or here by the caller
+// before use; this driver does not see it at creation.
+int destroy_cq(ibv_cq* ibcq) {
+  Cq* cq = to_cq(ibcq);
+  Context* ctx = cq->ctx;
+  if (cq->users.load(std::memory_order_relaxed) != 0) return EBUSY;
+  hwif::DestroyCqIn in;
+  in.cqn = cq->cqn;
+  if (int err = hwif::exec_cmd(*ctx->link.cmd, in); err != 0) return err;  // the device refuses with EBUSY too
+  {
+    std::lock_guard g(ctx->table_lock);
+    ctx->cqs.erase(cq->cqn);
+  }
+  if (cq->channel != nullptr) {
+    std::lock_guard g(cq->channel->lock);
+    cq->channel->users.fetch_sub(1, std::memory_order_relaxed);
+    cq->channel->ch.refcnt--;
+  }
+  // As libibverbs: wait until every event returned by get_cq_event was acknowledged.
+  pthread_mutex_lock(&ibcq->mutex);
+  while (ibcq->comp_events_completed != cq->events_reported) pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+  pthread_mutex_unlock(&ibcq->mutex);
+  pthread_cond_destroy(&ibcq->cond);
+  pthread_mutex_destroy(&ibcq->mutex);
+  delete cq;
+  return 0;
+}
+
+void ack_cq_events(ibv_cq* ibcq, unsigned int nevents) {
+  pthread_mutex_lock(&ibcq->mutex);
+  ibcq->comp_events_completed += nevents;
+  pthread_cond_signal(&ibcq->cond);
+  pthread_mutex_unlock(&ibcq->mutex);
+}
+
+// Drops the not-yet-polled CQEs of qpn, compacting the later ones towards the producer end and
+// keeping each slot's owner bit (the device wrote it for that slot). Frees the SRQ WQEs of the
+// dropped receive completions. Runs after the device stopped writing CQEs for qpn (the QP was
+// reset or destroyed), so only CQEs already written are seen.
+void cq_clean(Cq* cq, uint32_t qpn, Srq* srq) {
+  std::lock_guard g(cq->lock);
+  const uint32_t nent = 1u << cq->log_nent;
+  uint32_t prod = cq->cons_index;
+  while (prod - cq->cons_index < nent && cqe_if_valid(*cq, prod) != nullptr) ++prod;
+  uint32_t nfreed = 0;
+  for (uint32_t p = prod; p != cq->cons_index;) {
+    --p;
+    hwif::Cqe64* cqe = cqe_at(*cq, p);
+    if (cqe_qpn(*cqe) == qpn) {
+      if (srq != nullptr && cqe_is_responder(cqe->opcode())) {
+        std::lock_guard gs(srq->lock);
+        srq_free_wqe(srq, cqe->wqe_counter.get());
+      }
+      ++nfreed;
+    } else if (nfreed != 0) {
+      hwif::Cqe64* dst = cqe_at(*cq, p + nfreed);
+      const uint8_t owner = dst->op_own & hwif::kCqeOwnerBit;
+      std::memcpy(dst, cqe, sizeof(*dst));
+      dst->op_own = static_cast<uint8_t>((dst->op_own & ~hwif::kCqeOwnerBit) | owner);
+    }
+  }
+  if (nfreed != 0) {
+    cq->cons_index += nfreed;
+    store_dbrec(cq->dbrec->set_ci, cq->cons_index & 0xffffff);
+  }
+}
+
+}  // namespace softhca::driver

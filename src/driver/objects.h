@@ -1,0 +1,225 @@
+// The driver objects behind the ibv_* handles. Each embeds its ibv struct first, so the handle the
+// application holds and the object share an address (the verbs layer relies on it). Sizes of rings
+// are in entries or 64-byte basic blocks (BBs) as named; indices are free-running counters.
+//
+// Who may touch what:
+//  - ibv fields (state, qp_num, cqe, ...) are written on the control path only, before the
+//    handle is returned or under the caller's ownership of the object (verbs semantics).
+//  - SendQueue fields under SendQueue::lock (post_send, ibv_wr_*, modify_qp to RESET), except
+//    `tail`, which poll_cq stores (release, under the CQ lock) and post_send loads (acquire).
+//  - RecvQueue fields under RecvQueue::lock, except `tail`, as for the SQ.
+//  - Srq ring state under Srq::lock (post_srq_recv, and poll_cq freeing a completed WQE while it
+//    holds the CQ lock: lock order is always CQ lock -> SRQ lock).
+//  - Cq consumer state under Cq::lock (poll_cq, req_notify_cq, CQ cleaning on destroy/reset).
+//  - `users` counters are changed on the control path only; atomics so that checks never race.
+#pragma once
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+
+#include "driver/host_buffer.h"
+#include "driver/provider.h"
+#include "driver/rsc_table.h"
+#include "hwif/caps.h"
+#include "hwif/cmd.h"
+#include "hwif/cqe.h"
+#include "hwif/doorbell_record.h"
+#include "hwif/wqe.h"
+
+namespace softhca::driver {
+
+// One lock per queue, as mlx5 (which uses a spinlock). A mutex here: in live mode the device may
+// do the work of a doorbell inside the MMIO write, while the SQ lock is held.
+using QueueLock = std::mutex;
+
+struct Cq;
+struct Qp;
+
+struct Context {
+  verbs_context vctx;  // first: &vctx.context is the ibv_context* (verbs-abi.md §2.2)
+  DeviceLink link;
+  hwif::DeviceCaps caps;  // from QueryDevice at open_context
+  // BlueFlame half of bfreg 1 used by the next send ring: 0 or kBfBufBytes, flipped per ring.
+  std::atomic<uint64_t> bf_half{0};
+  std::mutex table_lock;  // serialises insert/erase in the tables below (control path)
+  RscTable<Qp> qps;       // QPN -> Qp, for CQEs
+  RscTable<Cq> cqs;       // CQN -> Cq, for EQEs
+};
+
+struct Pd {
+  ibv_pd pd;
+  uint32_t pdn = 0;
+  std::atomic<uint32_t> users{0};  // MRs, AHs, QPs, SRQs
+};
+
+struct Mr {
+  ibv_mr mr;
+};
+
+struct Ah {
+  ibv_ah ah;
+  hwif::DatagramSeg av{};  // the datagram segment without qkey and remote QPN
+};
+
+// An event queue (the completion channel): a ring of EQEs and an eventfd as its interrupt.
+struct CompChannel {
+  ibv_comp_channel ch;
+  uint32_t eqn = 0;
+  HostBuffer ring;
+  uint32_t log_nent = 0;
+  uint32_t ci = 0;  // consumer index, under lock
+  std::mutex lock;
+  std::atomic<uint32_t> users{0};  // CQs reporting to it
+};
+
+struct Cq {
+  ibv_cq cq;
+  Context* ctx = nullptr;
+  uint32_t cqn = 0;
+  HostBuffer ring;  // nent Cqe64
+  HostBuffer dbrec_page;
+  hwif::CqDbRec* dbrec = nullptr;
+  uint32_t log_nent = 0;
+  QueueLock lock;
+  uint32_t cons_index = 0;          // under lock
+  std::atomic<uint32_t> arm_sn{0};  // incremented per delivered event (get_cq_event)
+  uint32_t events_reported = 0;     // under cq.mutex: events returned by get_cq_event
+  CompChannel* channel = nullptr;
+  std::atomic<uint32_t> users{0};  // QPs (once per queue using it)
+};
+
+struct Srq {
+  ibv_srq srq;
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  uint32_t srqn = 0;
+  HostBuffer buf;  // wqe_cnt WQEs of 1 << log_stride bytes: SrqNextSeg + data segments
+  HostBuffer dbrec_page;
+  hwif::SrqDbRec* dbrec = nullptr;
+  uint32_t wqe_cnt = 0;  // power of two; one WQE is always the free list's sentinel
+  uint32_t log_stride = 0;
+  uint32_t max_gs = 0;
+  uint32_t limit = 0;
+  std::unique_ptr<uint64_t[]> wrid;
+  QueueLock lock;
+  uint32_t head = 0;     // next free WQE to post into
+  uint32_t tail = 0;     // last free WQE (the sentinel)
+  uint32_t counter = 0;  // WQEs posted, mirrored to dbrec->counter
+  std::atomic<uint32_t> users{0};  // QPs
+};
+
+struct SendQueue {
+  HostBuffer buf;
+  uint32_t wqe_cnt = 0;   // BBs in the ring, power of two
+  uint32_t max_post = 0;  // WRs that fit (each up to wqe_size bytes)
+  uint32_t wqe_size = 0;  // bytes: the largest WQE the ring was sized for (a multiple of 64)
+  uint32_t max_gs = 0;
+  uint32_t max_inline = 0;
+  std::unique_ptr<uint64_t[]> wrid;      // by BB index of the WQE's first BB
+  std::unique_ptr<uint32_t[]> wqe_head;  // head value when that WQE was posted
+  QueueLock lock;
+  uint32_t head = 0;      // WRs posted
+  uint32_t cur_post = 0;  // BBs posted (the WQE index of the next WQE)
+  std::atomic<uint32_t> tail{0};  // WRs retired by poll_cq
+};
+
+struct RecvQueue {
+  HostBuffer buf;
+  uint32_t wqe_cnt = 0;  // power of two (0 with an SRQ)
+  uint32_t log_stride = 0;
+  uint32_t max_gs = 0;
+  std::unique_ptr<uint64_t[]> wrid;
+  QueueLock lock;
+  uint32_t head = 0;               // WQEs posted
+  std::atomic<uint32_t> tail{0};   // WQEs completed
+};
+
+// State of an ibv_wr_start .. ibv_wr_complete/abort sequence (held under SendQueue::lock).
+struct WrBuilder {
+  uint32_t start_head = 0;
+  uint32_t start_cur_post = 0;
+  uint32_t nreq = 0;
+  int err = 0;
+  bool open = false;          // a WQE was begun and not yet finished
+  bool need_ud_addr = false;  // UD: the datagram segment is still to be set
+  bool data_set = false;
+  bool cur_inline = false;    // the open WQE carries inline data
+  bool last_inline = false;   // the last finished WQE carries inline data
+  hwif::CtrlSeg ctrl{};       // control segment of the open WQE, written when it finishes
+  uint32_t ctrl_idx = 0;      // its BB index (cur_post value)
+  uint8_t* ctrl_ptr = nullptr;
+  uint8_t* dgram_ptr = nullptr;
+  uint8_t* data_ptr = nullptr;  // where data/inline segments go
+  uint32_t ds = 0;              // DS so far (ctrl and fixed segments)
+  uint32_t last_idx = 0;        // BB index of the last finished WQE
+  uint32_t last_ds = 0;
+};
+
+struct Qp {
+  ibv_qp_ex qpx;  // first: every QP is an ibv_qp_ex, (ibv_qp*)qp == &qpx.qp_base
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  uint32_t qpn = 0;
+  hwif::QpType type = hwif::QpType::kRc;
+  bool sq_sig_all = false;
+  uint64_t send_ops_flags = 0;  // != 0: created for the ibv_wr_* interface
+  std::atomic<uint8_t> state{0};  // enum ibv_qp_state, mirrors qpx.qp_base.state for the data path
+  ibv_qp_cap cap{};               // what create_qp reported
+  HostBuffer dbrec_page;
+  hwif::QpDbRec* dbrec = nullptr;
+  SendQueue sq;
+  RecvQueue rq;
+  WrBuilder wr;
+};
+
+static_assert(std::is_standard_layout_v<Context>, "the verbs_context must be pointer-interconvertible");
+static_assert(std::is_standard_layout_v<Qp>);
+static_assert(std::is_standard_layout_v<Cq>);
+
+inline Context* to_ctx(ibv_context* c) {
+  return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+}
+inline ibv_context* ibctx(Context* c) { return &c->vctx.context; }
+inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
+inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
+inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
+inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+inline Qp* to_qp(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
+
+inline constexpr uint32_t roundup_pow2(uint32_t v) {
+  uint32_t r = 1;
+  while (r < v) r <<= 1;
+  return r;
+}
+inline constexpr uint32_t log2_exact(uint32_t pow2) {
+  uint32_t l = 0;
+  while ((1u << l) < pow2) ++l;
+  return l;
+}
+
+static_assert(std::is_standard_layout_v<Pd> && std::is_standard_layout_v<Mr> && std::is_standard_layout_v<Ah>);
+static_assert(std::is_standard_layout_v<CompChannel> && std::is_standard_layout_v<Srq>);
+
+// Sets errno and returns nullptr: the pointer-returning verbs convention.
+template <class T>
+T* fail_errno(int err) {
+  errno = err;
+  return nullptr;
+}
+
+// Lifecycle helpers shared between files (control path).
+void cq_clean(Cq* cq, uint32_t qpn, Srq* srq);  // drops CQEs of qpn not yet polled
+void srq_free_wqe(Srq* srq, uint32_t idx);       // caller holds srq->lock
+void qp_ex_install_ops(Qp* qp);                  // fills the ibv_qp_ex wr_* pointers
+
+}  // namespace softhca::driver

@@ -1,0 +1,104 @@
+// Control path: protection domains (AllocPd/DeallocPd) and memory regions (CreateMkey/DestroyMkey).
+// Who may touch what: Pd::users counts the objects created on the PD (MRs, AHs, QPs, SRQs); it is
+// changed only on the control path and read by dealloc_pd (EBUSY while non-zero). Relaxed
+// atomics suffice: the count guards lifetime, it does not publish data.
+#include <cerrno>
+#include <new>
+
+#include "driver/objects.h"
+#include "driver/provider.h"
+
+namespace softhca::driver {
+namespace {
+
+constexpr unsigned int kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                                      IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB;
+constexpr unsigned int kDeviceAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                       IBV_ACCESS_REMOTE_ATOMIC;
+constexpr bool same_bit(unsigned int verbs_bit, uint32_t mkey_bit) { return verbs_bit == mkey_bit; }
+static_assert(same_bit(IBV_ACCESS_LOCAL_WRITE, hwif::kAccessLocalWrite) &&
+              same_bit(IBV_ACCESS_REMOTE_WRITE, hwif::kAccessRemoteWrite) &&
+              same_bit(IBV_ACCESS_REMOTE_READ, hwif::kAccessRemoteRead) &&
+              same_bit(IBV_ACCESS_REMOTE_ATOMIC, hwif::kAccessRemoteAtomic));
+
+}  // namespace
+
+ibv_pd* alloc_pd(ibv_context* ibctx_ptr) {
+  Context* ctx = to_ctx(ibctx_ptr);
+  hwif::AllocPdOut out;
+  if (int err = hwif::exec_cmd(*ctx->link.cmd, hwif::AllocPdIn{}, out); err != 0) return fail_errno<ibv_pd>(err);
+  auto* pd = new (std::nothrow) Pd{};
+  if (pd == nullptr) {
+    hwif::DeallocPdIn d;
+    d.pdn = out.pdn;
+    (void)hwif::exec_cmd(*ctx->link.cmd, d);
+    return fail_errno<ibv_pd>(ENOMEM);
+  }
+  pd->pd.context = ibctx_ptr;
+  pd->pd.handle = out.pdn;
+  pd->pdn = out.pdn;
+  return &pd->pd;
+}
+
+int dealloc_pd(ibv_pd* ibpd) {
+  Pd* pd = to_pd(ibpd);
+  if (pd->users.load(std::memory_order_relaxed) != 0) return EBUSY;
+  hwif::DeallocPdIn in;
+  in.pdn = pd->pdn;
+  if (int err = hwif::exec_cmd(*to_ctx(ibpd->context)->link.cmd, in); err != 0) return err;
+  delete pd;
+  return 0;
+}
+
+// access: enum ibv_access_flags. Bits of the optional range (IBV_ACCESS_OPTIONAL_RANGE, e.g.
+// RELAXED_ORDERING) are accepted and ignored as libibverbs does for devices without optional
+// access support; MW_BIND, ZERO_BASED and HUGETLB are accepted and ignored; ON_DEMAND (ODP) is not
+// supported. Remote write or atomic access needs local write (IBA 10.6.3.1; test_reg_mr_bad_flags).
+ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+  Pd* pd = to_pd(ibpd);
+  Context* ctx = to_ctx(ibpd->context);
+  access &= ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
+  if (access & ~kKnownAccess) return fail_errno<ibv_mr>(EINVAL);
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    return fail_errno<ibv_mr>(EINVAL);
+  if (access & IBV_ACCESS_ON_DEMAND) return fail_errno<ibv_mr>(EOPNOTSUPP);
+  if (ctx->caps.max_mr_size != 0 && length > ctx->caps.max_mr_size) return fail_errno<ibv_mr>(EINVAL);
+
+  hwif::CreateMkeyIn in;
+  in.pdn = pd->pdn;
+  in.access = access & kDeviceAccess;
+  in.host_addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr));
+  in.iova = iova;
+  in.length = length;
+  hwif::CreateMkeyOut out;
+  if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) return fail_errno<ibv_mr>(err);
+  auto* mr = new (std::nothrow) Mr{};
+  if (mr == nullptr) {
+    hwif::DestroyMkeyIn d;
+    d.lkey = out.lkey;
+    (void)hwif::exec_cmd(*ctx->link.cmd, d);
+    return fail_errno<ibv_mr>(ENOMEM);
+  }
+  mr->mr.context = ibpd->context;
+  mr->mr.pd = ibpd;
+  mr->mr.addr = addr;
+  mr->mr.length = length;
+  mr->mr.handle = out.lkey;
+  mr->mr.lkey = out.lkey;
+  mr->mr.rkey = out.rkey;
+  pd->users.fetch_add(1, std::memory_order_relaxed);
+  return &mr->mr;
+}
+
+int dereg_mr(ibv_mr* ibmr) {
+  Mr* mr = to_mr(ibmr);
+  hwif::DestroyMkeyIn in;
+  in.lkey = ibmr->lkey;
+  if (int err = hwif::exec_cmd(*to_ctx(ibmr->context)->link.cmd, in); err != 0) return err;
+  to_pd(ibmr->pd)->users.fetch_sub(1, std::memory_order_relaxed);
+  delete mr;
+  return 0;
+}
+
+}  // namespace softhca::driver

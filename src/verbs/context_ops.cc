@@ -1,0 +1,173 @@
+// The op table of every context: the verbs_context members the inline wrappers of verbs.h reach
+// through verbs_get_ctx_op (verbs-abi.md §2.1-2.3). softhca provides query_port,
+// query_device_ex, create_qp_ex and create_srq_ex; every other op is NULL, which the inline
+// wrappers answer with EOPNOTSUPP (errno for object-returning verbs, the return value for int
+// verbs). The data-path ops of ibv_context_ops (poll_cq, req_notify_cq, post_send, post_recv,
+// post_srq_recv) are the driver's; of the rest, the two that inline code calls without a NULL
+// check (bind_mw, dealloc_mw) get an EOPNOTSUPP default when the driver leaves them empty.
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+#include "driver/provider.h"
+#include "verbs/glue.h"
+#include "verbs/unsupported.h"
+
+namespace softhca::verbs {
+namespace {
+
+// port_attr_len is the caller's sizeof(struct ibv_port_attr): 52 from today's verbs.h.
+int query_port_op(ibv_context* ctx, uint8_t port_num, ibv_port_attr* port_attr,
+                  size_t port_attr_len) {
+  if (ctx == nullptr || port_attr == nullptr) return EINVAL;
+  return driver::query_port(ctx, port_num, port_attr, port_attr_len);
+}
+
+int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input* input,
+                       ibv_device_attr_ex* attr, size_t attr_size) {
+  if (ctx == nullptr || attr == nullptr) return EINVAL;
+  if (input != nullptr && input->comp_mask != 0) return EINVAL;
+  // The caller's struct must at least reach comp_mask, the first member after orig_attr.
+  if (attr_size < offsetof(ibv_device_attr_ex, comp_mask) + sizeof(attr->comp_mask)) return EINVAL;
+  return driver::query_device_ex(ctx, input, attr, attr_size);
+}
+
+// The comp_mask bits of ibv_qp_init_attr_ex that rdma-core 44 defines (its RESERVED bit is not in
+// the installed header): unknown bits are an error, known but unsupported ones "not supported".
+constexpr uint32_t kQpInitAttrKnown = (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS << 1) - 1;
+constexpr uint32_t kQpInitAttrSupported =
+    IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+
+// Reached for every comp_mask except exactly PD (which the inline wrapper sends to ibv_create_qp).
+// perftest's new post-send path asks for PD | SEND_OPS_FLAGS (verbs-abi.md §2.4).
+ibv_qp* create_qp_ex_op(ibv_context* ctx, ibv_qp_init_attr_ex* attr_ex) {
+  if (ctx == nullptr || attr_ex == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const uint32_t mask = attr_ex->comp_mask;
+  if ((mask & ~kQpInitAttrKnown) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const bool has_create_flags =
+      (mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr_ex->create_flags != 0;
+  if ((mask & ~kQpInitAttrSupported) != 0 || has_create_flags) {
+    return unsupported<ibv_qp*>();  // XRCD, TSO, RSS, creation flags
+  }
+  ibv_pd* pd = (mask & IBV_QP_INIT_ATTR_PD) != 0 ? attr_ex->pd : nullptr;
+  if (pd == nullptr || pd->context != ctx) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_qp_init_attr attr{};
+  attr.qp_context = attr_ex->qp_context;
+  attr.send_cq = attr_ex->send_cq;
+  attr.recv_cq = attr_ex->recv_cq;
+  attr.srq = attr_ex->srq;
+  attr.cap = attr_ex->cap;
+  attr.qp_type = attr_ex->qp_type;
+  attr.sq_sig_all = attr_ex->sq_sig_all;
+  const uint64_t send_ops_flags =
+      (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0 ? attr_ex->send_ops_flags : 0;
+  ibv_qp* qp = driver::create_qp(pd, &attr, send_ops_flags);
+  if (qp == nullptr) return nullptr;
+  attr_ex->cap = attr.cap;  // the capabilities the QP actually has
+  init_qp_fields(qp, pd, attr);
+  return qp;
+}
+
+// Reached for everything but a basic SRQ on a PD (which the inline wrapper sends to
+// ibv_create_srq): only a basic SRQ is supported here too.
+ibv_srq* create_srq_ex_op(ibv_context* ctx, ibv_srq_init_attr_ex* attr_ex) {
+  if (ctx == nullptr || attr_ex == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const uint32_t mask = attr_ex->comp_mask;
+  if ((mask & ~static_cast<uint32_t>(IBV_SRQ_INIT_ATTR_RESERVED - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const bool basic = (mask & IBV_SRQ_INIT_ATTR_TYPE) == 0 || attr_ex->srq_type == IBV_SRQT_BASIC;
+  if ((mask & (IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM)) != 0 ||
+      !basic) {
+    return unsupported<ibv_srq*>();  // XRC and tag-matching SRQs
+  }
+  ibv_pd* pd = (mask & IBV_SRQ_INIT_ATTR_PD) != 0 ? attr_ex->pd : nullptr;
+  if (pd == nullptr || pd->context != ctx) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_srq_init_attr attr{};
+  attr.srq_context = attr_ex->srq_context;
+  attr.attr = attr_ex->attr;
+  ibv_srq* srq = driver::create_srq(pd, &attr);
+  if (srq == nullptr) return nullptr;
+  attr_ex->attr = attr.attr;
+  srq->context = ctx;
+  srq->srq_context = attr.srq_context;
+  srq->pd = pd;
+  return srq;
+}
+
+int bind_mw_unsupported(ibv_qp* /*qp*/, ibv_mw* /*mw*/, ibv_mw_bind* /*mw_bind*/) {
+  return unsupported<int>();
+}
+
+int dealloc_mw_unsupported(ibv_mw* /*mw*/) { return unsupported<int>(); }
+
+}  // namespace
+
+void install_context_ops(verbs_context* vctx) {
+  // Supported extended verbs.
+  vctx->query_port = query_port_op;
+  vctx->query_device_ex = query_device_ex_op;
+  vctx->create_qp_ex = create_qp_ex_op;
+  vctx->create_srq_ex = create_srq_ex_op;
+  // Not supported: NULL makes the inline wrapper answer EOPNOTSUPP. open_xrcd stays NULL, so
+  // ibv_close_xrcd (which calls close_xrcd unchecked) can never be reached with an xrcd of ours.
+  vctx->advise_mr = nullptr;
+  vctx->alloc_null_mr = nullptr;
+  vctx->read_counters = nullptr;
+  vctx->attach_counters_point_flow = nullptr;
+  vctx->create_counters = nullptr;
+  vctx->destroy_counters = nullptr;
+  vctx->reg_dm_mr = nullptr;
+  vctx->alloc_dm = nullptr;
+  vctx->free_dm = nullptr;
+  vctx->modify_flow_action_esp = nullptr;
+  vctx->destroy_flow_action = nullptr;
+  vctx->create_flow_action_esp = nullptr;
+  vctx->modify_qp_rate_limit = nullptr;
+  vctx->alloc_parent_domain = nullptr;
+  vctx->dealloc_td = nullptr;
+  vctx->alloc_td = nullptr;
+  vctx->modify_cq = nullptr;
+  vctx->post_srq_ops = nullptr;
+  vctx->destroy_rwq_ind_table = nullptr;
+  vctx->create_rwq_ind_table = nullptr;
+  vctx->destroy_wq = nullptr;
+  vctx->modify_wq = nullptr;
+  vctx->create_wq = nullptr;
+  vctx->query_rt_values = nullptr;
+  vctx->create_cq_ex = nullptr;
+  vctx->ibv_destroy_flow = nullptr;
+  vctx->ABI_placeholder2 = nullptr;
+  vctx->ibv_create_flow = nullptr;
+  vctx->ABI_placeholder1 = nullptr;
+  vctx->open_qp = nullptr;
+  vctx->get_srq_num = nullptr;
+  vctx->open_xrcd = nullptr;
+  vctx->close_xrcd = nullptr;
+  vctx->_ABI_placeholder3 = 0;
+
+  // Memory windows: alloc_mw is NULL-checked by ibv_alloc_mw; the other two are called unchecked.
+  ibv_context_ops& ops = vctx->context.ops;
+  if (ops.alloc_mw == nullptr) {
+    if (ops.bind_mw == nullptr) ops.bind_mw = bind_mw_unsupported;
+    if (ops.dealloc_mw == nullptr) ops.dealloc_mw = dealloc_mw_unsupported;
+  }
+}
+
+}  // namespace softhca::verbs

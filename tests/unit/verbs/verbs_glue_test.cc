@@ -1,0 +1,286 @@
+// What libibverbs itself decides, before or instead of calling the driver: the op table of a
+// context, the argument and comp_mask checks of the extended verbs, the EOPNOTSUPP convention of
+// unsupported exports, and the pure helpers (strings, rates, kernel-struct copies, sysfs reads).
+// None of these tests reaches the driver; the ones that need a device are in
+// tests/conformance/c_api_smoke.c.
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "verbs/glue.h"
+
+namespace {
+
+// A context as ibv_open_device leaves it, without a driver behind it: only the library's own
+// checks may run on it.
+struct BareContext {
+  verbs_context vctx{};
+  BareContext() {
+    vctx.sz = sizeof(verbs_context);
+    vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    // Pretend an earlier layer filled everything, so the test sees what install overwrites.
+    vctx.create_cq_ex = reinterpret_cast<decltype(vctx.create_cq_ex)>(0x1);
+    softhca::verbs::install_context_ops(&vctx);
+  }
+  ibv_context* ctx() { return &vctx.context; }
+};
+
+TEST(VerbsContextOps, ANewContextOffersExactlyTheFourSupportedExtendedVerbs) {
+  BareContext c;
+  ibv_context* ctx = c.ctx();
+  EXPECT_NE(verbs_get_ctx_op(ctx, query_port), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, query_device_ex), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, create_qp_ex), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, create_srq_ex), nullptr);
+  EXPECT_EQ(verbs_get_ctx_op(ctx, create_cq_ex), nullptr);
+  EXPECT_EQ(verbs_get_ctx_op(ctx, open_xrcd), nullptr);
+  EXPECT_EQ(verbs_get_ctx_op(ctx, get_srq_num), nullptr);
+  EXPECT_EQ(verbs_get_ctx_op(ctx, alloc_dm), nullptr);
+  EXPECT_EQ(verbs_get_ctx_op(ctx, ibv_create_flow), nullptr);
+  EXPECT_EQ(verbs_get_ctx_op(ctx, query_rt_values), nullptr);
+}
+
+TEST(VerbsContextOps, UnsupportedExtendedVerbsAnswerEopnotsuppThroughTheInlineWrappers) {
+  BareContext c;
+  ibv_cq_init_attr_ex cq_attr{};
+  cq_attr.cqe = 4;
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(c.ctx(), &cq_attr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  ibv_xrcd_init_attr xrcd_attr{};
+  errno = 0;
+  EXPECT_EQ(ibv_open_xrcd(c.ctx(), &xrcd_attr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  ibv_srq srq{};
+  srq.context = c.ctx();
+  uint32_t srq_num = 0;
+  EXPECT_EQ(ibv_get_srq_num(&srq, &srq_num), EOPNOTSUPP);
+}
+
+TEST(VerbsContextOps, MemoryWindowsAreUnsupportedAndTheUncheckedOpsStillAnswer) {
+  BareContext c;
+  ibv_pd pd{};
+  pd.context = c.ctx();
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_mw(&pd, IBV_MW_TYPE_1), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ASSERT_NE(c.vctx.context.ops.dealloc_mw, nullptr);
+  ASSERT_NE(c.vctx.context.ops.bind_mw, nullptr);
+  EXPECT_EQ(c.vctx.context.ops.dealloc_mw(nullptr), EOPNOTSUPP);
+  EXPECT_EQ(c.vctx.context.ops.bind_mw(nullptr, nullptr, nullptr), EOPNOTSUPP);
+}
+
+TEST(VerbsContextOps, QueryDeviceExRejectsAnInputCompMask) {
+  BareContext c;
+  ibv_query_device_ex_input input{};
+  input.comp_mask = 1;
+  ibv_device_attr_ex attr{};
+  EXPECT_EQ(c.vctx.query_device_ex(c.ctx(), &input, &attr, sizeof(attr)), EINVAL);
+  EXPECT_EQ(ibv_query_device_ex(c.ctx(), &input, &attr), EINVAL);
+}
+
+TEST(VerbsContextOps, CreateQpExWithAnXrcDomainIsNotSupported) {
+  BareContext c;
+  ibv_pd pd{};
+  pd.context = c.ctx();
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_XRC_RECV;
+  attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(c.ctx(), &attr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  attr.qp_type = IBV_QPT_RC;
+  attr.pd = &pd;
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  attr.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(c.ctx(), &attr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+TEST(VerbsContextOps, CreateQpExWithAnUndefinedCompMaskBitIsInvalid) {
+  BareContext c;
+  ibv_pd pd{};
+  pd.context = c.ctx();
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_RC;
+  attr.pd = &pd;
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | (1u << 7);
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(c.ctx(), &attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(VerbsContextOps, CreateQpExNeedsAPdOfTheSameContext) {
+  BareContext c;
+  BareContext other;
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_RC;
+  attr.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(c.ctx(), &attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+
+  ibv_pd foreign_pd{};
+  foreign_pd.context = other.ctx();
+  attr.comp_mask |= IBV_QP_INIT_ATTR_PD;
+  attr.pd = &foreign_pd;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(c.ctx(), &attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(VerbsContextOps, CreateSrqExOfAnXrcSrqIsNotSupported) {
+  BareContext c;
+  ibv_srq_init_attr_ex attr{};
+  attr.comp_mask =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  attr.srq_type = IBV_SRQT_XRC;
+  errno = 0;
+  EXPECT_EQ(ibv_create_srq_ex(c.ctx(), &attr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+TEST(VerbsArgumentChecks, RemoteWriteOrAtomicWithoutLocalWriteIsRejectedBeforeTheDriver) {
+  ibv_pd pd{};  // never handed to the driver: the check comes first
+  char buf[64];
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(&pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr_iova2(&pd, buf, sizeof(buf), 0, IBV_ACCESS_REMOTE_ATOMIC), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(VerbsArgumentChecks, GidQueriesRejectFlagsAndShortEntries) {
+  BareContext c;
+  ibv_gid_entry entry{};
+  EXPECT_EQ(ibv_query_gid_ex(c.ctx(), 1, 0, &entry, 1), EINVAL);
+  EXPECT_EQ(_ibv_query_gid_ex(c.ctx(), 1, 0, &entry, 0, sizeof(entry) - 1), EINVAL);
+  EXPECT_EQ(ibv_query_gid_table(c.ctx(), &entry, 1, 1), -EINVAL);
+}
+
+TEST(VerbsArgumentChecks, NullHandlesAreRefusedNotDereferenced) {
+  errno = 0;
+  EXPECT_EQ(ibv_get_device_name(nullptr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_close_device(nullptr), EINVAL);
+  EXPECT_EQ(ibv_dealloc_pd(nullptr), EINVAL);
+  EXPECT_EQ(ibv_modify_qp(nullptr, nullptr, IBV_QP_STATE), EINVAL);
+}
+
+TEST(VerbsUnsupported, IntVerbsReturnEopnotsupp) {
+  ibv_gid gid{};
+  EXPECT_EQ(ibv_resize_cq(nullptr, 16), EOPNOTSUPP);
+  EXPECT_EQ(ibv_attach_mcast(nullptr, &gid, 0), EOPNOTSUPP);
+  EXPECT_EQ(ibv_detach_mcast(nullptr, &gid, 0), EOPNOTSUPP);
+  EXPECT_EQ(ibv_query_ece(nullptr, nullptr), EOPNOTSUPP);
+  EXPECT_EQ(ibv_set_ece(nullptr, nullptr), EOPNOTSUPP);
+}
+
+TEST(VerbsUnsupported, ObjectVerbsReturnNullWithErrnoEopnotsupp) {
+  errno = 0;
+  EXPECT_EQ(ibv_import_device(0), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  errno = 0;
+  EXPECT_EQ(ibv_import_pd(nullptr, 1), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  errno = 0;
+  EXPECT_EQ(ibv_import_mr(nullptr, 1), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_dmabuf_mr(nullptr, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+TEST(VerbsUnsupported, ReregMrKeepsTheOldMrAndReportsEopnotsuppInErrno) {
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(nullptr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+TEST(VerbsFork, ForkSupportIsReportedUnneededWhateverIbvForkInitSays) {
+  EXPECT_EQ(ibv_fork_init(), 0);
+  EXPECT_EQ(ibv_is_fork_initialized(), IBV_FORK_UNNEEDED);
+}
+
+TEST(VerbsStrings, StatusesStatesAndEventsReadAsInRdmaCore) {
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_SUCCESS), "success");
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR), "Work Request Flushed Error");
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_RNR_RETRY_EXC_ERR), "RNR retry counter exceeded");
+  EXPECT_STREQ(ibv_wc_status_str(static_cast<ibv_wc_status>(999)), "unknown");
+  EXPECT_STREQ(ibv_port_state_str(IBV_PORT_ACTIVE), "active");
+  EXPECT_STREQ(ibv_port_state_str(static_cast<ibv_port_state>(42)), "unknown");
+  EXPECT_STREQ(ibv_node_type_str(IBV_NODE_CA), "InfiniBand channel adapter");
+  EXPECT_STREQ(ibv_node_type_str(IBV_NODE_UNKNOWN), "unknown");
+  EXPECT_STREQ(ibv_event_type_str(IBV_EVENT_PORT_ACTIVE), "port active");
+  EXPECT_STREQ(ibv_event_type_str(static_cast<ibv_event_type>(-5)), "unknown");
+}
+
+TEST(VerbsRates, MultiplesOfTwoPointFiveGbpsRoundTrip) {
+  EXPECT_EQ(ibv_rate_to_mult(IBV_RATE_2_5_GBPS), 1);
+  EXPECT_EQ(ibv_rate_to_mult(IBV_RATE_10_GBPS), 4);
+  EXPECT_EQ(ibv_rate_to_mult(IBV_RATE_120_GBPS), 48);
+  EXPECT_EQ(ibv_rate_to_mult(IBV_RATE_14_GBPS), -1);
+  EXPECT_EQ(mult_to_ibv_rate(4), IBV_RATE_10_GBPS);
+  EXPECT_EQ(mult_to_ibv_rate(3), IBV_RATE_MAX);
+  for (int r = IBV_RATE_2_5_GBPS; r <= IBV_RATE_1200_GBPS; ++r) {
+    const auto rate = static_cast<ibv_rate>(r);
+    EXPECT_EQ(mbps_to_ibv_rate(ibv_rate_to_mbps(rate)), rate) << "rate " << r;
+  }
+  EXPECT_EQ(ibv_rate_to_mbps(IBV_RATE_14_GBPS), 14062);
+  EXPECT_EQ(ibv_rate_to_mbps(IBV_RATE_MAX), -1);
+}
+
+TEST(VerbsKernAbi, QpAttributesFromTheKernelCopyFieldByField) {
+  ib_uverbs_qp_attr src{};
+  src.qp_state = IBV_QPS_RTS;
+  src.cur_qp_state = IBV_QPS_RTR;
+  src.path_mtu = IBV_MTU_2048;
+  src.dest_qp_num = 0x123456;
+  src.ah_attr.dlid = 7;
+  src.ah_attr.grh.dgid[15] = 0xaa;
+  src.max_inline_data = 60;
+  src.timeout = 14;
+  ibv_qp_attr dst{};
+  ibv_copy_qp_attr_from_kern(&dst, &src);
+  EXPECT_EQ(dst.cur_qp_state, IBV_QPS_RTR);
+  EXPECT_EQ(dst.path_mtu, IBV_MTU_2048);
+  EXPECT_EQ(dst.dest_qp_num, 0x123456u);
+  EXPECT_EQ(dst.ah_attr.dlid, 7);
+  EXPECT_EQ(dst.ah_attr.grh.dgid.raw[15], 0xaa);
+  EXPECT_EQ(dst.cap.max_inline_data, 60u);
+  EXPECT_EQ(dst.timeout, 14);
+}
+
+TEST(VerbsSysfs, AFileIsReadWithoutItsTrailingNewline) {
+  char dir[] = "/tmp/softhca_sysfs_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/attr";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("MT_0000000010\n", f);
+  std::fclose(f);
+  char buf[64];
+  EXPECT_EQ(ibv_read_sysfs_file(dir, "attr", buf, sizeof(buf)), 13);
+  EXPECT_STREQ(buf, "MT_0000000010");
+  char small[4];
+  EXPECT_EQ(ibv_read_sysfs_file(dir, "attr", small, sizeof(small)), 3);
+  EXPECT_STREQ(small, "MT_");
+  EXPECT_EQ(ibv_read_sysfs_file(dir, "missing", buf, sizeof(buf)), -1);
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+}  // namespace
