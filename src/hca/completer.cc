@@ -6,10 +6,6 @@ namespace softhca::hca {
 
 using namespace hwif;
 
-namespace {
-uint32_t be32_in_memory(uint32_t raw) { return std::endian::native == std::endian::little ? __builtin_bswap32(raw) : raw; }
-}  // namespace
-
 void Completer::send_done(QueuePair& qp, const SendWqe& wqe) {
   Cqe64 c{};
   c.sop_drop_qpn = (static_cast<uint32_t>(wqe.opcode) << 24) | qp.qpn;
@@ -67,7 +63,7 @@ void Completer::write(uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_er
   const uint32_t nent = 1u << cq->log_nent;
   // Overrun check against the consumer index the driver publishes in the CQ doorbell record
   // (read uncounted: hardware keeps it cached, docs/model.md).
-  const uint32_t ci = be32_in_memory(dev_.dma_.read_dbrec(cq->dbrec, pcie::TlpCause::kDbRecRead, false)) & 0xffffff;
+  const uint32_t ci = dev_.read_dbrec_be32(cq->dbrec, false) & 0xffffff;
   if (((cq->pi - ci) & 0xffffff) >= nent) {
     ++dev_.stats_.cq_overruns;
     return;

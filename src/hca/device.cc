@@ -2,6 +2,7 @@
 #include "hca/device.h"
 
 #include <cerrno>
+#include <bit>
 #include <cstring>
 #include <type_traits>
 
@@ -165,6 +166,25 @@ void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> pa
   ++stats_.packets_sent;
   stats_.bytes_sent += n;
   port_.transmit(std::span<const uint8_t>(tx_buf_.data(), n));
+}
+
+void Device::route_to_peer(const QueuePair& qp, fabric::PacketFields& f) const {
+  const AddressVector& av = qp.attr.av;
+  f.sl = av.sl;
+  f.slid = Lid(lid());
+  f.dlid = Lid(av.dlid);
+  f.pkey = config_.port.pkeys[qp.attr.pkey_index];
+  f.dest_qp = Qpn(qp.attr.dest_qpn);
+  f.grh.reset();
+  if (av.is_global) {
+    f.grh = fabric::GrhFields{av.traffic_class, av.flow_label, av.hop_limit,
+                              config_.port.gids[av.sgid_index % kGidTableLen].raw, av.dgid.raw};
+  }
+}
+
+uint32_t Device::read_dbrec_be32(uint64_t addr, bool counted) {
+  const uint32_t raw = dma_.read_dbrec(addr, pcie::TlpCause::kDbRecRead, counted);
+  return std::endian::native == std::endian::little ? __builtin_bswap32(raw) : raw;
 }
 
 void Device::receive(std::span<const uint8_t> packet) {

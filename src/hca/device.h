@@ -98,6 +98,10 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   void schedule(QueuePair& qp, Picoseconds deadline, bool rnr);
   void cancel_timer(QueuePair& qp);
   void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  // LRH/GRH/BTH addressing of a packet to a connected QP's peer (primary path).
+  void route_to_peer(const QueuePair& qp, fabric::PacketFields& f) const;
+  // The 32-bit big-endian value of a doorbell record field read from host memory.
+  uint32_t read_dbrec_be32(uint64_t addr, bool counted);
 
   DeviceConfig config_;
   pcie::DevicePort dma_;

@@ -17,24 +17,9 @@ uint32_t packets_of(const SendWqe& w, uint32_t mtu) {
   if (w.is_atomic()) return 1;
   return w.length == 0 ? 1 : static_cast<uint32_t>(ceil_div(w.length, mtu));
 }
-uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & Psn::kMask; }
-int32_t psn_cmp(uint32_t a, uint32_t b) { return distance(Psn(a), Psn(b)); }
 }  // namespace
 
 uint32_t Requester::mtu() const { return mtu_bytes(qp_.attr.path_mtu); }
-
-void Requester::fill_route(fabric::PacketFields& f) const {
-  const AddressVector& av = qp_.attr.av;
-  f.sl = av.sl;
-  f.slid = Lid(dev_.lid());
-  f.dlid = Lid(av.dlid);
-  f.pkey = dev_.config_.port.pkeys[qp_.attr.pkey_index];
-  f.dest_qp = Qpn(qp_.attr.dest_qpn);
-  if (av.is_global) {
-    f.grh = fabric::GrhFields{av.traffic_class, av.flow_label, av.hop_limit,
-                              dev_.config_.port.gids[av.sgid_index % kGidTableLen].raw, av.dgid.raw};
-  }
-}
 
 void Requester::execute(SendRecord& rec) {
   const SendWqe& w = rec.wqe;
@@ -109,7 +94,7 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
   const SendWqe& w = rec.wqe;
   const uint32_t m = mtu();
   fabric::PacketFields f;
-  fill_route(f);
+  dev_.route_to_peer(qp_, f);
   f.psn = Psn(psn_add(rec.first_psn, index));
   uint32_t payload_len = 0;
   if (w.is_read()) {

@@ -24,7 +24,6 @@ class Requester {
   void send_request_packet(const SendRecord& rec, uint32_t index);
   bool gather(const SendWqe& wqe, uint64_t offset, uint32_t len, uint8_t* dst);
   bool scatter(const SendWqe& wqe, uint64_t offset, std::span<const uint8_t> data);
-  void fill_route(fabric::PacketFields& f) const;
   void acknowledge(uint32_t psn);  // everything up to and including psn arrived
   void complete_acked();
   void retransmit_from(uint32_t psn);

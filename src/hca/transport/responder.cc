@@ -14,11 +14,6 @@ using fabric::OpKind;
 
 namespace {
 constexpr uint32_t kGrhSlotBytes = 40;  // UD receive buffers start with room for a GRH
-uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & Psn::kMask; }
-int32_t psn_cmp(uint32_t a, uint32_t b) { return distance(Psn(a), Psn(b)); }
-uint32_t be32_in_memory(uint32_t raw) {
-  return std::endian::native == std::endian::little ? __builtin_bswap32(raw) : raw;
-}
 }  // namespace
 
 uint32_t Responder::mtu() const { return mtu_bytes(qp_.attr.path_mtu); }
@@ -41,8 +36,7 @@ void Responder::on_request(const fabric::PacketFields& f, std::span<const uint8_
 
 bool Responder::take_rq_wqe(RecvBuffer& rb) {
   if (qp_.rq_ci == qp_.rq_posted_cached) {
-    const uint32_t raw = dev_.dma_.read_dbrec(qp_.dbrec + offsetof(QpDbRec, rq_counter), pcie::TlpCause::kDbRecRead, true);
-    qp_.rq_posted_cached = static_cast<uint16_t>(be32_in_memory(raw));
+    qp_.rq_posted_cached = static_cast<uint16_t>(dev_.read_dbrec_be32(qp_.dbrec + offsetof(QpDbRec, rq_counter), true));
     if (qp_.rq_ci == qp_.rq_posted_cached) return false;
   }
   const uint32_t stride = 1u << qp_.log_rq_stride;
@@ -64,8 +58,7 @@ bool Responder::take_srq_wqe(RecvBuffer& rb) {
   SharedReceiveQueue* srq = dev_.srqs_.find(qp_.srqn);
   if (srq == nullptr) return false;
   if (srq->consumed == srq->posted_cached) {
-    const uint32_t raw = dev_.dma_.read_dbrec(srq->dbrec + offsetof(SrqDbRec, counter), pcie::TlpCause::kDbRecRead, true);
-    srq->posted_cached = static_cast<uint16_t>(be32_in_memory(raw));
+    srq->posted_cached = static_cast<uint16_t>(dev_.read_dbrec_be32(srq->dbrec + offsetof(SrqDbRec, counter), true));
     if (srq->consumed == srq->posted_cached) return false;
   }
   const uint32_t stride = 1u << srq->log_stride;
@@ -245,16 +238,7 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
 
 void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
   fabric::PacketFields r;
-  r.sl = qp_.attr.av.sl;
-  const AddressVector& av = qp_.attr.av;
-  r.slid = Lid(dev_.lid());
-  r.dlid = Lid(av.dlid);
-  r.pkey = dev_.config_.port.pkeys[qp_.attr.pkey_index];
-  r.dest_qp = Qpn(qp_.attr.dest_qpn);
-  if (av.is_global) {
-    r.grh = fabric::GrhFields{av.traffic_class, av.flow_label, av.hop_limit,
-                              dev_.config_.port.gids[av.sgid_index % kGidTableLen].raw, av.dgid.raw};
-  }
+  dev_.route_to_peer(qp_, r);
   r.opcode = BthOpcode::kRcAcknowledge;
   r.psn = Psn(psn);
   r.aeth = fabric::AethFields{syndrome, qp_.resp.msn};
@@ -421,8 +405,7 @@ void Responder::flush() {
   }
   qp_.resp.recv.valid = false;
   if (qp_.srqn != kNoSrq) return;
-  const uint32_t raw = dev_.dma_.read_dbrec(qp_.dbrec + offsetof(QpDbRec, rq_counter), pcie::TlpCause::kDbRecRead, true);
-  qp_.rq_posted_cached = static_cast<uint16_t>(be32_in_memory(raw));
+  qp_.rq_posted_cached = static_cast<uint16_t>(dev_.read_dbrec_be32(qp_.dbrec + offsetof(QpDbRec, rq_counter), true));
   while (qp_.rq_ci != qp_.rq_posted_cached) done.recv_error(qp_, qp_.rq_ci++, CqeSyndrome::kWrFlushErr);
 }
 

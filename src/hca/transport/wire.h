@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "base/psn.h"
 #include "base/units.h"
 #include "fabric/packet/opcode.h"
 #include "hwif/cmd.h"
@@ -12,6 +13,10 @@ namespace softhca::hca {
 
 using fabric::BthOpcode;
 using fabric::PacketPosition;
+
+// 24-bit PSN arithmetic on raw values (see base/psn.h).
+inline uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & Psn::kMask; }
+inline int32_t psn_cmp(uint32_t a, uint32_t b) { return distance(Psn(a), Psn(b)); }
 
 // The opcode of packet `pos` of a request message of this WQE opcode on this transport.
 BthOpcode request_opcode(hwif::QpType type, hwif::WqeOpcode op, PacketPosition pos);
