@@ -135,7 +135,7 @@ int Device::cmd_destroy_srq(const DestroySrqIn& in, NoOut&) {
   SharedReceiveQueue* srq = srqs_.find(in.srqn);
   if (srq == nullptr) return EINVAL;
   if (srq->users != 0) return EBUSY;
-  --*pds_.find(srq->pdn);
+  if (uint32_t* pd_users = pds_.find(srq->pdn)) --*pd_users;
   srqs_.erase(in.srqn);
   return 0;
 }
@@ -270,9 +270,10 @@ int Device::cmd_destroy_qp(const DestroyQpIn& in, NoOut&) {
   QueuePair* qp = qps_.find(in.qpn);
   if (qp == nullptr) return EINVAL;
   cancel_timer(*qp);
-  --*pds_.find(qp->pdn);
-  --cqs_.find(qp->send_cqn)->users;
-  --cqs_.find(qp->recv_cqn)->users;
+  // References taken at creation; the objects cannot be gone while the QP holds them.
+  if (uint32_t* pd_users = pds_.find(qp->pdn)) --*pd_users;
+  if (CompletionQueue* scq = cqs_.find(qp->send_cqn)) --scq->users;
+  if (CompletionQueue* rcq = cqs_.find(qp->recv_cqn)) --rcq->users;
   if (SharedReceiveQueue* srq = srqs_.find(qp->srqn)) --srq->users;
   qps_.erase(in.qpn);
   return 0;

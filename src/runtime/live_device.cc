@@ -4,11 +4,12 @@
 
 namespace softhca::runtime {
 
-LiveDevice::LiveDevice(uint32_t index, std::mutex& device_lock, fabric::InprocCarrier& carrier, Agent& agent)
+LiveDevice::LiveDevice(const hca::DeviceConfig& config, uint32_t index, std::mutex& device_lock,
+                       fabric::InprocCarrier& carrier, Agent& agent)
     : name_("softhca_" + std::to_string(index)),
       lock_(device_lock),
       carrier_(carrier),
-      device_(hca::default_device_config(index), counters_, *this, agent),
+      device_(config, counters_, *this, agent),
       host_port_(*this, counters_, device_.config().pcie) {
   std::lock_guard<std::mutex> g(lock_);
   carrier_.attach(device_.lid(), this);

@@ -22,7 +22,8 @@ class LiveDevice final : public DeviceSlot,
                          private hwif::MmioTarget,
                          private hwif::CommandInterface {
  public:
-  LiveDevice(uint32_t index, std::mutex& device_lock, fabric::InprocCarrier& carrier, Agent& agent);
+  LiveDevice(const hca::DeviceConfig& config, uint32_t index, std::mutex& device_lock,
+             fabric::InprocCarrier& carrier, Agent& agent);
   ~LiveDevice() override;
 
   [[nodiscard]] const std::string& name() const override { return name_; }

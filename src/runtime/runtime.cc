@@ -15,11 +15,29 @@ namespace {
 
 constexpr uint32_t kMaxDevices = 64;
 
+// An unsigned number from the environment (decimal or 0x-hex), or `fallback` when unset or bad.
+uint64_t env_number(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 0);
+  return (end != nullptr && *end == '\0') ? n : fallback;
+}
+
+// The default identity of device `index`, with the overrides of docs/environment.md.
+hca::DeviceConfig config_from_env(uint32_t index) {
+  hca::DeviceConfig c = hca::default_device_config(index);
+  c.caps.vendor_id = static_cast<uint32_t>(env_number("SOFTHCA_VENDOR_ID", c.caps.vendor_id));
+  c.caps.vendor_part_id = static_cast<uint32_t>(env_number("SOFTHCA_VENDOR_PART_ID", c.caps.vendor_part_id));
+  c.caps.hw_ver = static_cast<uint32_t>(env_number("SOFTHCA_HW_VER", c.caps.hw_ver));
+  return c;
+}
+
 class LiveRuntime final : public Runtime {
  public:
   explicit LiveRuntime(uint32_t n) : agent_([this](Picoseconds now) { run_timers(now); }) {
     for (uint32_t i = 0; i < n; ++i) {
-      devices_.push_back(std::make_unique<LiveDevice>(i, lock_, carrier_, agent_));
+      devices_.push_back(std::make_unique<LiveDevice>(config_from_env(i), i, lock_, carrier_, agent_));
       slots_.push_back(devices_.back().get());
     }
   }

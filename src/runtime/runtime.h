@@ -5,6 +5,7 @@
 //                        its own LID on one in-process fabric)
 //   SOFTHCA_STATS=FILE   PCIe counters of every device dumped as JSON when the process exits
 //   SOFTHCA_BLUEFLAME    auto (default) | off | prefer: when the driver writes WQEs through the BAR
+//   SOFTHCA_VENDOR_ID, SOFTHCA_VENDOR_PART_ID, SOFTHCA_HW_VER: the device identity (docs/device.md)
 #pragma once
 #include <cstdint>
 #include <memory>

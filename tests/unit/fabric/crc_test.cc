@@ -74,9 +74,8 @@ uint32_t rocev2_icrc(std::vector<uint8_t> ipv4_udp_bth_rest) {
   p[10] = p[11] = 0xff;           // IPv4 header checksum
   p[20 + 6] = p[20 + 7] = 0xff;   // UDP checksum
   p[28 + 4] = 0xff;               // BTH Resv8a
-  std::vector<uint8_t> covered(8, 0xff);
-  covered.insert(covered.end(), p.begin(), p.end());
-  return crc32(covered);
+  const std::array<uint8_t, 8> masked_lrh = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  return Crc32{}.update(masked_lrh).update(p).value();
 }
 
 TEST(Crc32, ReproducesTheIcrcOfACnpCapturedOnAConnectX4Lx) {
