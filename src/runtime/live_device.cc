@@ -4,12 +4,15 @@
 
 namespace softhca::runtime {
 
-LiveDevice::LiveDevice(const hca::DeviceConfig& config, uint32_t index, std::mutex& device_lock,
-                       fabric::InprocCarrier& carrier, Agent& agent)
+LiveDevice::LiveDevice(const hca::DeviceConfig& config, uint32_t index, const DeviceEnv& env)
     : name_("softhca_" + std::to_string(index)),
-      lock_(device_lock),
-      carrier_(carrier),
-      device_(config, counters_, *this, agent),
+      index_(index),
+      lock_(env.lock),
+      carrier_(env.carrier),
+      tlp_tap_(env.tlp_tap),
+      packet_tap_(env.packet_tap),
+      seq_(env.seq),
+      device_(config, *this, *this, env.clock),
       host_port_(*this, counters_, device_.config().pcie) {
   std::lock_guard<std::mutex> g(lock_);
   carrier_.attach(device_.lid(), this);
@@ -18,6 +21,24 @@ LiveDevice::LiveDevice(const hca::DeviceConfig& config, uint32_t index, std::mut
 LiveDevice::~LiveDevice() {
   std::lock_guard<std::mutex> g(lock_);
   carrier_.detach(device_.lid());
+}
+
+// The device's TLPs: counted always; shown to the tap when one is attached. Host-port TLPs
+// (doorbells) are counted before the device takes the lock, so only device-side TLPs and the
+// doorbell that reaches mmio_write under the lock see a consistent sequence number.
+void LiveDevice::on_tlp(const pcie::Tlp& tlp) {
+  counters_.on_tlp(tlp);
+  if (tlp_tap_ != nullptr) tlp_tap_->on_tlp((*seq_)++, index_, tlp);
+}
+
+void LiveDevice::transmit(std::span<const uint8_t> packet) {
+  if (packet_tap_ != nullptr) packet_tap_->on_packet((*seq_)++, index_, PacketDirection::kSent, packet);
+  carrier_.send(packet);
+}
+
+void LiveDevice::deliver(std::span<const uint8_t> packet) {
+  if (packet_tap_ != nullptr) packet_tap_->on_packet((*seq_)++, index_, PacketDirection::kReceived, packet);
+  device_.receive(packet);
 }
 
 uint64_t LiveDevice::node_guid_be() const { return htobe64(device_.config().caps.node_guid); }

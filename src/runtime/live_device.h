@@ -11,19 +11,28 @@
 
 #include "fabric/inproc_carrier.h"
 #include "hca/device.h"
-#include "runtime/agent.h"
 #include "runtime/runtime.h"
 
 namespace softhca::runtime {
 
+// Everything a device shares with its runtime.
+struct DeviceEnv {
+  std::mutex& lock;
+  fabric::InprocCarrier& carrier;
+  hca::EngineClock& clock;
+  TlpTap* tlp_tap = nullptr;
+  PacketTap* packet_tap = nullptr;
+  uint64_t* seq = nullptr;  // the runtime's event counter (under the lock)
+};
+
 class LiveDevice final : public DeviceSlot,
+                         private pcie::TlpSink,
                          private hca::PacketPort,
                          private fabric::PacketReceiver,
                          private hwif::MmioTarget,
                          private hwif::CommandInterface {
  public:
-  LiveDevice(const hca::DeviceConfig& config, uint32_t index, std::mutex& device_lock,
-             fabric::InprocCarrier& carrier, Agent& agent);
+  LiveDevice(const hca::DeviceConfig& config, uint32_t index, const DeviceEnv& env);
   ~LiveDevice() override;
 
   [[nodiscard]] const std::string& name() const override { return name_; }
@@ -42,14 +51,19 @@ class LiveDevice final : public DeviceSlot,
   hca::DeviceStats stats();
 
  private:
-  void transmit(std::span<const uint8_t> packet) override { carrier_.send(packet); }
-  void deliver(std::span<const uint8_t> packet) override { device_.receive(packet); }
+  void on_tlp(const pcie::Tlp& tlp) override;
+  void transmit(std::span<const uint8_t> packet) override;
+  void deliver(std::span<const uint8_t> packet) override;
   void mmio_write(uint64_t bar_offset, const void* data, size_t len) override;
   int execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) override;
 
   std::string name_;
+  uint32_t index_;
   std::mutex& lock_;
   fabric::InprocCarrier& carrier_;
+  TlpTap* tlp_tap_;
+  PacketTap* packet_tap_;
+  uint64_t* seq_;
   pcie::Counters counters_;
   hca::Device device_;
   pcie::HostPort host_port_;

@@ -3,10 +3,12 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/agent.h"
 #include "runtime/live_device.h"
 
 namespace softhca::runtime {
@@ -35,13 +37,28 @@ hca::DeviceConfig config_from_env(uint32_t index) {
 
 class LiveRuntime final : public Runtime {
  public:
-  explicit LiveRuntime(uint32_t n) : agent_([this](Picoseconds now) { run_timers(now); }) {
-    for (uint32_t i = 0; i < n; ++i) {
-      devices_.push_back(std::make_unique<LiveDevice>(config_from_env(i), i, lock_, carrier_, agent_));
+  // Devices take their identity from the environment (config_from_env) in both cases; the
+  // options say how many, which PCIe model, which clock and which taps.
+  explicit LiveRuntime(const RuntimeOptions& options) {
+    if (options.clock == nullptr) agent_.emplace([this](Picoseconds now) { run_timers(now); });
+    hca::EngineClock& clock = options.clock != nullptr ? *options.clock : static_cast<hca::EngineClock&>(*agent_);
+    const DeviceEnv env{lock_, carrier_, clock, options.tlp_tap, options.packet_tap, &seq_};
+    for (uint32_t i = 0; i < options.num_devices; ++i) {
+      hca::DeviceConfig config = config_from_env(i);
+      if (options.pcie) config.pcie = *options.pcie;
+      devices_.push_back(std::make_unique<LiveDevice>(config, i, env));
       slots_.push_back(devices_.back().get());
     }
   }
-  ~LiveRuntime() override { agent_.stop(); }
+  ~LiveRuntime() override {
+    if (agent_) agent_->stop();
+  }
+
+  void run_timers(Picoseconds now) override {
+    std::lock_guard<std::mutex> g(lock_);
+    for (auto& d : devices_) d->run_timers_locked(now);
+    carrier_.drain();
+  }
 
   std::span<DeviceSlot* const> devices() override { return slots_; }
 
@@ -73,17 +90,12 @@ class LiveRuntime final : public Runtime {
   }
 
  private:
-  void run_timers(Picoseconds now) {
-    std::lock_guard<std::mutex> g(lock_);
-    for (auto& d : devices_) d->run_timers_locked(now);
-    carrier_.drain();
-  }
-
   // Declaration order is teardown order reversed: devices go first, then the agent, the carrier
   // and the lock they use.
   std::mutex lock_;
   fabric::InprocCarrier carrier_;
-  Agent agent_;
+  uint64_t seq_ = 0;  // tap event counter, under lock_
+  std::optional<Agent> agent_;
   std::vector<std::unique_ptr<LiveDevice>> devices_;
   std::vector<DeviceSlot*> slots_;
 };
@@ -105,14 +117,22 @@ uint8_t blueflame_from_env() {
 }  // namespace
 
 std::unique_ptr<Runtime> Runtime::create(uint32_t num_devices) {
-  return std::make_unique<LiveRuntime>(num_devices);
+  RuntimeOptions options;
+  options.num_devices = num_devices;
+  return create(options);
+}
+
+std::unique_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
+  return std::make_unique<LiveRuntime>(options);
 }
 
 Runtime& Runtime::process() {
   // Created on first use and never destroyed: verbs objects may be used until the very end of
   // the process, from any thread. SOFTHCA_STATS is written at exit.
   static Runtime* const instance = [] {
-    auto* rt = new LiveRuntime(devices_from_env());
+    RuntimeOptions options;
+    options.num_devices = devices_from_env();
+    auto* rt = new LiveRuntime(options);
     const uint8_t bf = blueflame_from_env();
     for (DeviceSlot* d : rt->devices()) d->set_blueflame_mode(bf);
     if (std::getenv("SOFTHCA_STATS") != nullptr) {

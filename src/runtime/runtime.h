@@ -9,9 +9,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
+#include "hca/device.h"
 #include "hwif/device_interface.h"
 #include "pcie/counters.h"
 #include "pcie/host_port.h"
@@ -37,6 +39,32 @@ class DeviceSlot {
   virtual void set_blueflame_mode(uint8_t mode) = 0;
 };
 
+// Observers of what the devices do, for captures, traces and the timing model. Called under the
+// device lock, in the order things happen (a doorbell's whole causal chain in sequence); they must
+// not call back into verbs. `seq` is one counter across all devices and both kinds of event.
+enum class PacketDirection : uint8_t { kSent, kReceived };
+class PacketTap {
+ public:
+  virtual ~PacketTap() = default;
+  virtual void on_packet(uint64_t seq, uint32_t device, PacketDirection dir, std::span<const uint8_t> packet) = 0;
+};
+class TlpTap {
+ public:
+  virtual ~TlpTap() = default;
+  virtual void on_tlp(uint64_t seq, uint32_t device, const pcie::Tlp& tlp) = 0;
+};
+
+struct RuntimeOptions {
+  uint32_t num_devices = 1;
+  // PCIe byte model of every device; unset: the device default (docs/device.md).
+  std::optional<pcie::PcieConfig> pcie;
+  // Time for the devices' timers. Null: live wall-clock time and a background agent thread.
+  // Given (sim mode): nothing runs by itself; the owner advances time and calls run_timers().
+  hca::EngineClock* clock = nullptr;
+  TlpTap* tlp_tap = nullptr;
+  PacketTap* packet_tap = nullptr;
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -44,10 +72,13 @@ class Runtime {
   static Runtime& process();
   // A runtime with n devices, independent of the environment (tests).
   static std::unique_ptr<Runtime> create(uint32_t num_devices);
+  static std::unique_ptr<Runtime> create(const RuntimeOptions& options);
 
   [[nodiscard]] virtual std::span<DeviceSlot* const> devices() = 0;
   // Writes every device's counters as JSON to path.
   virtual void dump_stats(const std::string& path) = 0;
+  // Runs the devices' timers due at `now` (sim mode; in live mode the agent does it).
+  virtual void run_timers(Picoseconds now) = 0;
 };
 
 }  // namespace softhca::runtime
