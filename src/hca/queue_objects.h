@@ -87,6 +87,7 @@ struct ResponderState {
   bool write_active = false;
   uint64_t write_host_addr = 0;
   uint64_t write_remaining = 0;
+  uint64_t write_length = 0;     // the whole WRITE's DMA length, from the first packet's RETH
   bool uc_drop_message = false;  // UC: drop until the next first/only packet
   // Last atomic executed, to answer a duplicate request without executing it again.
   uint32_t last_atomic_psn = 0xffffffff;

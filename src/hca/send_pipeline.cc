@@ -77,7 +77,8 @@ SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
     syndrome_ = CqeSyndrome::kLocQpOpErr;
     return Prepared::kFailed;
   }
-  const uint32_t mtu = mtu_bytes(qp_.attr.path_mtu);
+  // UD messages are limited by the port MTU (UD QPs have no path MTU, IBA 10.2.4.3).
+  const uint32_t mtu = mtu_bytes(qp_.type == QpType::kUd ? dev_.config_.port.active_mtu : qp_.attr.path_mtu);
   if (w.length > dev_.config_.caps.max_msg_sz || (qp_.type == QpType::kUd && w.length > mtu) ||
       (w.is_atomic() && (w.num_sge != 1 || w.sge[0].length < 8))) {
     syndrome_ = CqeSyndrome::kLocLenErr;

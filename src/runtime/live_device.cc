@@ -13,7 +13,7 @@ LiveDevice::LiveDevice(const hca::DeviceConfig& config, uint32_t index, const De
       packet_tap_(env.packet_tap),
       seq_(env.seq),
       device_(config, *this, *this, env.clock),
-      host_port_(*this, counters_, device_.config().pcie) {
+      host_port_(*this, *this, device_.config().pcie) {
   std::lock_guard<std::mutex> g(lock_);
   carrier_.attach(device_.lid(), this);
 }
@@ -23,21 +23,20 @@ LiveDevice::~LiveDevice() {
   carrier_.detach(device_.lid());
 }
 
-// The device's TLPs: counted always; shown to the tap when one is attached. Host-port TLPs
-// (doorbells) are counted before the device takes the lock, so only device-side TLPs and the
-// doorbell that reaches mmio_write under the lock see a consistent sequence number.
+// Every TLP of this device, both ports: counted always; shown to the tap when one is attached.
+// Host-port TLPs (doorbells, BlueFlame) arrive on the posting thread before the device lock.
 void LiveDevice::on_tlp(const pcie::Tlp& tlp) {
   counters_.on_tlp(tlp);
-  if (tlp_tap_ != nullptr) tlp_tap_->on_tlp((*seq_)++, index_, tlp);
+  if (tlp_tap_ != nullptr) tlp_tap_->on_tlp(seq_->fetch_add(1, std::memory_order_relaxed), index_, tlp);
 }
 
 void LiveDevice::transmit(std::span<const uint8_t> packet) {
-  if (packet_tap_ != nullptr) packet_tap_->on_packet((*seq_)++, index_, PacketDirection::kSent, packet);
+  if (packet_tap_ != nullptr) packet_tap_->on_packet(seq_->fetch_add(1, std::memory_order_relaxed), index_, PacketDirection::kSent, packet);
   carrier_.send(packet);
 }
 
 void LiveDevice::deliver(std::span<const uint8_t> packet) {
-  if (packet_tap_ != nullptr) packet_tap_->on_packet((*seq_)++, index_, PacketDirection::kReceived, packet);
+  if (packet_tap_ != nullptr) packet_tap_->on_packet(seq_->fetch_add(1, std::memory_order_relaxed), index_, PacketDirection::kReceived, packet);
   device_.receive(packet);
 }
 

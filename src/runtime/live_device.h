@@ -4,6 +4,7 @@
 // then drains the carrier so that the whole exchange (packets, ACKs, CQEs) is done before the
 // lock is released. The device's timers are run by the runtime's agent thread.
 #pragma once
+#include <atomic>
 #include <bitset>
 #include <cstdint>
 #include <mutex>
@@ -22,7 +23,7 @@ struct DeviceEnv {
   hca::EngineClock& clock;
   TlpTap* tlp_tap = nullptr;
   PacketTap* packet_tap = nullptr;
-  uint64_t* seq = nullptr;  // the runtime's event counter (under the lock)
+  std::atomic<uint64_t>* seq = nullptr;  // the runtime's event counter
 };
 
 class LiveDevice final : public DeviceSlot,
@@ -63,7 +64,7 @@ class LiveDevice final : public DeviceSlot,
   fabric::InprocCarrier& carrier_;
   TlpTap* tlp_tap_;
   PacketTap* packet_tap_;
-  uint64_t* seq_;
+  std::atomic<uint64_t>* seq_;
   pcie::Counters counters_;
   hca::Device device_;
   pcie::HostPort host_port_;

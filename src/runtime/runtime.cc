@@ -2,7 +2,9 @@
 #include "runtime/runtime.h"
 
 #include <cstdlib>
+#include <atomic>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -94,7 +96,7 @@ class LiveRuntime final : public Runtime {
   // and the lock they use.
   std::mutex lock_;
   fabric::InprocCarrier carrier_;
-  uint64_t seq_ = 0;  // tap event counter, under lock_
+  std::atomic<uint64_t> seq_{0};  // tap event counter
   std::optional<Agent> agent_;
   std::vector<std::unique_ptr<LiveDevice>> devices_;
   std::vector<DeviceSlot*> slots_;
@@ -126,10 +128,29 @@ std::unique_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
   return std::make_unique<LiveRuntime>(options);
 }
 
+namespace {
+// The runtime install_process() was given, taken by the first process() call.
+std::mutex g_install_lock;
+std::unique_ptr<Runtime> g_installed;
+bool g_process_created = false;
+}  // namespace
+
+bool Runtime::install_process(std::unique_ptr<Runtime> rt) {
+  std::lock_guard<std::mutex> g(g_install_lock);
+  if (g_process_created || g_installed) return false;
+  g_installed = std::move(rt);
+  return true;
+}
+
 Runtime& Runtime::process() {
   // Created on first use and never destroyed: verbs objects may be used until the very end of
   // the process, from any thread. SOFTHCA_STATS is written at exit.
-  static Runtime* const instance = [] {
+  static Runtime* const instance = []() -> Runtime* {
+    {
+      std::lock_guard<std::mutex> g(g_install_lock);
+      g_process_created = true;
+      if (g_installed) return g_installed.release();
+    }
     RuntimeOptions options;
     options.num_devices = devices_from_env();
     auto* rt = new LiveRuntime(options);

@@ -39,9 +39,11 @@ class DeviceSlot {
   virtual void set_blueflame_mode(uint8_t mode) = 0;
 };
 
-// Observers of what the devices do, for captures, traces and the timing model. Called under the
-// device lock, in the order things happen (a doorbell's whole causal chain in sequence); they must
-// not call back into verbs. `seq` is one counter across all devices and both kinds of event.
+// Observers of what the devices do, for captures, traces and the timing model. They see events in
+// the order things happen: a doorbell's TLP first (on the posting thread, before the device lock),
+// then the whole causal chain it starts, under the device lock. Several threads may post at once,
+// so a tap must be thread-safe; it must not call back into verbs. `seq` is one counter across all
+// devices and both kinds of event.
 enum class PacketDirection : uint8_t { kSent, kReceived };
 class PacketTap {
  public:
@@ -70,6 +72,9 @@ class Runtime {
   virtual ~Runtime() = default;
   // The process-wide runtime, created on first use from the environment; lives until exit.
   static Runtime& process();
+  // Makes `rt` the process-wide runtime (for example a sim-mode runtime for the timing model).
+  // Must come before the first process() call; returns false (and drops rt) otherwise.
+  static bool install_process(std::unique_ptr<Runtime> rt);
   // A runtime with n devices, independent of the environment (tests).
   static std::unique_ptr<Runtime> create(uint32_t num_devices);
   static std::unique_ptr<Runtime> create(const RuntimeOptions& options);

@@ -19,7 +19,9 @@ uint32_t packets_of(const SendWqe& w, uint32_t mtu) {
 }
 }  // namespace
 
-uint32_t Requester::mtu() const { return mtu_bytes(qp_.attr.path_mtu); }
+uint32_t Requester::mtu() const {
+  return mtu_bytes(qp_.type == QpType::kUd ? dev_.config_.port.active_mtu : qp_.attr.path_mtu);
+}
 
 void Requester::execute(SendRecord& rec) {
   const SendWqe& w = rec.wqe;

@@ -156,6 +156,7 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
     st.write_active = true;
     st.write_host_addr = t.host_addr;
     st.write_remaining = len;
+    st.write_length = len;
   } else if (!st.write_active) {
     return Placed::kInvalid;
   }
@@ -170,7 +171,7 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
   st.write_remaining -= payload.size();
   if (info.ends_message()) {
     st.write_active = false;
-    if (f.imm) complete_recv(f, CqeOpcode::kRespWrImm, f.reth ? f.reth->dma_len : 0);
+    if (f.imm) complete_recv(f, CqeOpcode::kRespWrImm, static_cast<uint32_t>(st.write_length));
   }
   return Placed::kOk;
 }
