@@ -171,7 +171,7 @@ void wr_set_sge_list(ibv_qp_ex* qpx, size_t num_sge, const ibv_sge* sg) {
   if (!open_for_data(qp)) return;
   WrBuilder& b = qp.wr;
   if (num_sge > qp.sq.max_gs) {
-    b.err = EINVAL;
+    b.err = ENOMEM;  // as mlx5's wr_set_sge_list: "Num SGEs exceeds the maximum"
     return;
   }
   if (is_atomic(b.ctrl.opcode())) {

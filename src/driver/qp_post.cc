@@ -32,7 +32,8 @@ struct SendPlan {
 // Validates one WR against the QP and computes its layout. 0 or a positive errno.
 int plan_send(const Qp& qp, const ibv_send_wr& wr, SendPlan& p) {
   const SendQueue& sq = qp.sq;
-  if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > sq.max_gs) return EINVAL;
+  if (wr.num_sge < 0) return EINVAL;
+  if (static_cast<uint32_t>(wr.num_sge) > sq.max_gs) return ENOMEM;  // as mlx5: "max gs exceeded"
   const bool connected = qp.type != hwif::QpType::kUd;
   const bool rc = qp.type == hwif::QpType::kRc;
   switch (wr.opcode) {

@@ -141,7 +141,10 @@ void Device::on_cq_arm(uint32_t, uint64_t, const uint8_t* data, size_t len) {
 void Device::schedule(QueuePair& qp, Picoseconds deadline, bool rnr) {
   qp.req.deadline = deadline;
   qp.req.rnr_wait = rnr;
-  clock_.request_wakeup(deadline);
+  if (deadline < wakeup_requested_) {
+    wakeup_requested_ = deadline;
+    clock_.request_wakeup(deadline);
+  }
 }
 
 void Device::cancel_timer(QueuePair& qp) {
@@ -150,12 +153,21 @@ void Device::cancel_timer(QueuePair& qp) {
 }
 
 void Device::on_timer(Picoseconds now) {
+  if (now < wakeup_requested_) return;  // an early call: the wake-up asked for is still ahead
+  wakeup_requested_ = Picoseconds::max();
   qps_.for_each([&](uint32_t, QueuePair& qp) {
     if (qp.req.deadline.count() < 0 || qp.req.deadline > now) return;
     const bool rnr = qp.req.rnr_wait;
     cancel_timer(qp);
     Requester(*this, qp).on_timer(rnr);
   });
+  // Ask again for the deadlines still ahead (timers re-armed above included).
+  qps_.for_each([&](uint32_t, QueuePair& qp) {
+    if (qp.req.deadline.count() >= 0 && qp.req.deadline < wakeup_requested_) {
+      wakeup_requested_ = qp.req.deadline;
+    }
+  });
+  if (wakeup_requested_ != Picoseconds::max()) clock_.request_wakeup(wakeup_requested_);
 }
 
 // ---- packets ----------------------------------------------------------------------------------

@@ -115,6 +115,9 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   ObjectTable<CompletionQueue> cqs_;
   ObjectTable<SharedReceiveQueue> srqs_;
   ObjectTable<QueuePair> qps_;
+  // The earliest wake-up asked of the clock and not yet delivered: a new deadline asks again only
+  // when it is earlier, so arming a timer per message costs a comparison, not a call.
+  Picoseconds wakeup_requested_ = Picoseconds::max();
   std::array<uint8_t, fabric::kMaxPacketBytes> tx_buf_{};
   std::array<uint8_t, 4096> payload_buf_{};  // one MTU of gathered payload
 };

@@ -23,7 +23,8 @@ Picoseconds Agent::now() {
 void Agent::request_wakeup(Picoseconds at) {
   {
     std::lock_guard<std::mutex> g(mu_);
-    wakeups_.push(at);
+    if (at >= next_) return;
+    next_ = at;
   }
   cv_.notify_all();
 }
@@ -31,17 +32,16 @@ void Agent::request_wakeup(Picoseconds at) {
 void Agent::loop() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!stop_) {
-    if (wakeups_.empty()) {
+    if (next_ == Picoseconds::max()) {
       cv_.wait(lk);
       continue;
     }
-    const Picoseconds next = wakeups_.top();
     const Picoseconds t = now();
-    if (next > t) {
-      cv_.wait_for(lk, std::chrono::duration_cast<std::chrono::nanoseconds>(next - t));
+    if (next_ > t) {
+      cv_.wait_for(lk, std::chrono::duration_cast<std::chrono::nanoseconds>(next_ - t));
       continue;
     }
-    while (!wakeups_.empty() && wakeups_.top() <= t) wakeups_.pop();
+    next_ = Picoseconds::max();
     lk.unlock();
     run_timers_(t);
     lk.lock();

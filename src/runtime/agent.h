@@ -1,11 +1,12 @@
 // The background agent of the live runtime: one thread that sleeps until the earliest timer any
 // device asked for (retransmission, RNR wait), then runs the devices' timers under the device lock.
+// Devices ask again for their later deadlines when their timers run, so one pending wake-up is
+// all the agent keeps.
 // It is the live implementation of hca::EngineClock: the only place live mode reads the wall clock.
 #pragma once
 #include <condition_variable>
 #include <functional>
 #include <mutex>
-#include <queue>
 #include <thread>
 #include <vector>
 
@@ -33,7 +34,7 @@ class Agent final : public hca::EngineClock {
   std::function<void(Picoseconds)> run_timers_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::priority_queue<Picoseconds, std::vector<Picoseconds>, std::greater<>> wakeups_;
+  Picoseconds next_ = Picoseconds::max();  // the earliest wake-up asked for
   bool stop_ = false;
   std::chrono::steady_clock::time_point epoch_;
   std::thread thread_;  // last: starts after everything above exists
