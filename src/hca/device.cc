@@ -117,6 +117,7 @@ void Device::on_bfreg_write(uint32_t, uint64_t, const uint8_t* data, size_t len)
   QueuePair* qp = qps_.find(qpn);
   if (qp == nullptr) return;
   SendPipeline pipeline(*this, *qp);
+  if (len != kDoorbellBytes && (len % kWriteCombineBytes != 0 || len > kBfBufBytes)) return;  // torn write
   if (len == kDoorbellBytes) {
     // The doorbell carries the first 8 bytes of the last WQE's control segment.
     const auto index = static_cast<uint16_t>(ctrl_head[0].get() >> 8);
@@ -153,7 +154,8 @@ void Device::cancel_timer(QueuePair& qp) {
 }
 
 void Device::on_timer(Picoseconds now) {
-  if (now < wakeup_requested_) return;  // an early call: the wake-up asked for is still ahead
+  // One clock may serve several devices: whoever's wake-up this is, every device runs what is due
+  // and asks again for what is ahead.
   wakeup_requested_ = Picoseconds::max();
   qps_.for_each([&](uint32_t, QueuePair& qp) {
     if (qp.req.deadline.count() < 0 || qp.req.deadline > now) return;

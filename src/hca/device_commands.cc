@@ -5,14 +5,23 @@
 
 #include "hca/device.h"
 #include "hca/qp_state_machine.h"
+#include "hca/send_pipeline.h"
 
 namespace softhca::hca {
 
 using namespace hwif;
 
 namespace {
+// Ring sizes as log2. CQs and EQs go up to 2^24 entries (mlx5's limit); send and receive rings
+// are indexed by the 16-bit counters of the doorbells and CQEs, so they stay below 2^16.
 constexpr uint32_t kMaxLogRing = 24;
+constexpr uint32_t kMaxLogWorkQueue = 15;
+constexpr uint32_t kMinLogSqBbs = 4;          // a ring must hold the largest WQE (16 basic blocks)
+constexpr uint32_t kMinLogRecvStride = 4;     // one 16-byte data segment
+constexpr uint32_t kMinLogSrqStride = 5;      // next segment + one data segment
+constexpr uint32_t kMaxLogRecvStride = 10;    // up to 63 segments of 16 bytes
 bool is_pow2_log(uint32_t log) { return log <= kMaxLogRing; }
+bool is_wq_log(uint32_t log) { return log <= kMaxLogWorkQueue; }
 }  // namespace
 
 int Device::cmd_query_device(const QueryDeviceIn&, QueryDeviceOut& out) {
@@ -100,8 +109,9 @@ int Device::cmd_destroy_cq(const DestroyCqIn& in, NoOut&) {
 
 int Device::cmd_create_srq(const CreateSrqIn& in, CreateSrqOut& out) {
   uint32_t* pd_users = pds_.find(in.pdn);
-  if (pd_users == nullptr || !is_pow2_log(in.log_wqe_cnt) || in.ring_addr == 0 || in.dbrec_addr == 0)
+  if (pd_users == nullptr || !is_wq_log(in.log_wqe_cnt) || in.ring_addr == 0 || in.dbrec_addr == 0)
     return EINVAL;
+  if (in.log_stride < kMinLogSrqStride || in.log_stride > kMaxLogRecvStride) return EINVAL;
   if ((1u << in.log_wqe_cnt) > config_.caps.max_srq_wr + 1) return EINVAL;
   auto srq = std::make_unique<SharedReceiveQueue>();
   srq->pdn = in.pdn;
@@ -148,8 +158,11 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
   if (pd_users == nullptr || scq == nullptr || rcq == nullptr) return EINVAL;
   if (in.srqn != kNoSrq && srq == nullptr) return EINVAL;
   if (in.type != QpType::kRc && in.type != QpType::kUc && in.type != QpType::kUd) return EOPNOTSUPP;
-  if (!is_pow2_log(in.log_sq_bbs) || in.sq_addr == 0 || in.dbrec_addr == 0) return EINVAL;
-  if (srq == nullptr && (in.rq_addr == 0 || !is_pow2_log(in.log_rq_cnt))) return EINVAL;
+  if (in.log_sq_bbs < kMinLogSqBbs || !is_wq_log(in.log_sq_bbs) || in.sq_addr == 0 || in.dbrec_addr == 0)
+    return EINVAL;
+  if (srq == nullptr && (in.rq_addr == 0 || !is_wq_log(in.log_rq_cnt) || in.log_rq_stride < kMinLogRecvStride ||
+                         in.log_rq_stride > kMaxLogRecvStride))
+    return EINVAL;
 
   auto qp = std::make_unique<QueuePair>();
   qp->type = in.type;
@@ -218,7 +231,7 @@ void Device::apply_qp_attrs(QueuePair& qp, uint32_t mask, const QpAttributes& a)
   }
   if (mask & kQpSqPsn) {
     q.sq_psn = a.sq_psn & Psn::kMask;
-    qp.req.next_psn = qp.req.una_psn = qp.req.read_resp_psn = q.sq_psn;
+    qp.req.next_psn = qp.req.una_psn = qp.req.tx_psn = qp.req.max_sent_psn = q.sq_psn;
   }
   if (mask & kQpRetryCnt) qp.req.retries_left = a.retry_cnt;
   if (mask & kQpRnrRetry) qp.req.rnr_retries_left = a.rnr_retry;
@@ -253,6 +266,8 @@ int Device::cmd_modify_qp(const ModifyQpIn& in, NoOut&) {
     return 0;
   }
   qp->attr.state = to;
+  // WQEs may have been posted in RTR or SQD; they start now (IBA 10.3.1).
+  if (to == QpState::kRts) SendPipeline(*this, *qp).run();
   return 0;
 }
 

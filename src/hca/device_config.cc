@@ -9,7 +9,9 @@ constexpr uint32_t kVendorId = 0xffffff;
 // vendor_part_id 4123 (ConnectX-6): perftest then uses its ibv_wr_* path and inline defaults.
 constexpr uint32_t kVendorPartId = 4123;
 constexpr uint16_t kDefaultPkey = 0xffff;  // full-membership default partition (IBA 10.9.1.2)
-constexpr uint32_t kMaxMsgBytes = 1u << 30;
+// 8 MiB, as Linux rxe (figures.md R1): every packet of a message may be queued at once in live mode,
+// so the message size bounds the memory a single work request can hold.
+constexpr uint32_t kMaxMsgBytes = 8u << 20;
 // Port capability bits reported to ibv_devinfo: IsSM (0x2)? no; IsTrapSupported etc. not needed.
 constexpr uint32_t kPortCapFlags = 0;
 }  // namespace
@@ -30,7 +32,7 @@ DeviceConfig default_device_config(uint32_t index, uint32_t fabric_id) {
   d.hw_ver = 0;
   d.max_qp = 1u << 16;
   d.max_qp_wr = 1u << 14;     // R1: rxe allows 16384 WRs per QP
-  d.max_sge = 30;             // a 1 KiB WQE: (1024 - 64) / 16 data segments, rounded down
+  d.max_sge = 30;             // a legacy RC WQE of 1 KiB: (1024 - 192 overhead) / 16 = 52, kept at 30 as ConnectX-4
   d.max_sge_rd = 30;
   d.max_cq = 1u << 16;
   d.max_cqe = (1u << 22) - 1;

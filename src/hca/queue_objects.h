@@ -64,8 +64,10 @@ struct SendRecord {
 };
 
 struct RequesterState {
-  uint32_t next_psn = 0;      // PSN of the next new packet
+  uint32_t next_psn = 0;      // PSN the next new WQE gets
   uint32_t una_psn = 0;       // oldest unacknowledged PSN
+  uint32_t tx_psn = 0;        // next PSN to put on the wire (behind next_psn when the window is full)
+  uint32_t max_sent_psn = 0;  // one past the highest PSN ever sent: below it is a retransmission
   uint16_t fetch = 0;         // next basic block to fetch from the ring
   uint16_t producer = 0;      // producer index from the last doorbell
   uint16_t exec = 0;          // next basic block to execute
@@ -75,7 +77,6 @@ struct RequesterState {
   uint32_t rnr_retries_left = 0;
   Picoseconds deadline{-1};   // retransmit or RNR timer, -1 = none
   bool rnr_wait = false;      // deadline is an RNR wait
-  uint32_t read_resp_psn = 0; // next READ response PSN expected
 };
 
 struct ResponderState {

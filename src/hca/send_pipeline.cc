@@ -23,6 +23,7 @@ void SendPipeline::on_blueflame(std::span<const uint8_t> wqe) {
   // WQEs rung before this one but not yet fetched are read from the ring first.
   qp_.req.producer = index;
   fetch();
+  if (qp_.req.fetch != index) return;  // a BlueFlame WQE that is not the next one: ignore it
   const uint32_t ring_bytes = static_cast<uint32_t>(qp_.sq_shadow.size());
   uint32_t off = (static_cast<uint32_t>(index) * kSendWqeBbBytes) % ring_bytes;
   for (uint32_t i = 0; i < bbs * kSendWqeBbBytes; ++i) {
@@ -100,10 +101,15 @@ void SendPipeline::run() {
   if (s == QpState::kErr) return flush();
   if (s != QpState::kRts) return;  // WQEs wait in the ring until the QP can send
   Requester requester(dev_, qp_);
-  while (qp_.req.exec != qp_.req.fetch && qp_.state() == QpState::kRts) {
+  while (qp_.req.exec != qp_.req.fetch && qp_.state() == QpState::kRts && !qp_.req.rnr_wait) {
     SendRecord& rec = qp_.record(qp_.req.exec);
     const Prepared p = prepare(rec);
     if (p == Prepared::kStall) return;
+    // A WQE claiming more basic blocks than were posted is not executed (a hostile ds).
+    if (static_cast<uint16_t>(qp_.req.fetch - qp_.req.exec) < rec.wqe.bbs) {
+      syndrome_ = CqeSyndrome::kLocQpOpErr;
+      return fail(rec);
+    }
     if (p == Prepared::kFailed) return fail(rec);
     qp_.req.exec = static_cast<uint16_t>(qp_.req.exec + rec.wqe.bbs);
     requester.execute(rec);
@@ -131,7 +137,7 @@ void SendPipeline::flush() {
     SendWqe w;
     const uint16_t index = qp_.req.complete;
     const WqeParse parsed = parse_send_wqe(ring, index, qp_.type == QpType::kUd, w);
-    const uint32_t bbs = parsed == WqeParse::kOk || parsed == WqeParse::kBadOpcode ? w.bbs : 1;
+    const uint32_t bbs = parsed == WqeParse::kBadSize ? 1 : w.bbs;
     done.send_flush(qp_, index, w.opcode);
     qp_.req.complete = static_cast<uint16_t>(index + bbs);
   }

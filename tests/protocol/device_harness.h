@@ -31,7 +31,7 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
   static constexpr uint32_t kLogCq = 6;
   static constexpr uint16_t kPeerLid = 9;
   static constexpr uint32_t kPeerQpn = 0x77;
-  static constexpr size_t kBufBytes = 16384;
+  static constexpr size_t kBufBytes = 256 * 1024;
 
   explicit DeviceHarness(hwif::QpType type = hwif::QpType::kRc)
       : device_(hca::default_device_config(0), counters_, *this, *this), type_(type) {

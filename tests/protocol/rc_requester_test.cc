@@ -128,3 +128,48 @@ TEST(RcRequester, AWriteLongerThanThePathMtuIsCutIntoFirstMiddleLast) {
 
 }  // namespace
 }  // namespace softhca::test
+
+namespace softhca::test {
+namespace {
+
+TEST(RcRequesterWindow, AMessageLongerThanTheWindowSends128PsnsThenMoreAsAcksArrive) {
+  DeviceHarness h;
+  ASSERT_EQ(h.connect(kSqPsn, 0), 0);
+  h.post(WqeOpcode::kRdmaWrite, 200 * 1024, 0x9000, 0x42);  // 200 packets at MTU 1024
+  auto sent = h.take_sent();
+  ASSERT_EQ(sent.size(), 128u);  // Expect: the window, no more
+  EXPECT_TRUE(sent[63].f.ack_req);  // Expect: an ACK asked for every 64 packets
+  EXPECT_FALSE(sent[64].f.ack_req);
+  h.inject(ack(h, kSqPsn + 63, kAck));  // Expect: 64 more may go
+  sent = h.take_sent();
+  ASSERT_EQ(sent.size(), 64u);
+  EXPECT_EQ(sent[0].f.psn.value(), kSqPsn + 128);
+  h.inject(ack(h, kSqPsn + 191, kAck));  // Expect: the last 8, the final one asking for an ACK
+  sent = h.take_sent();
+  ASSERT_EQ(sent.size(), 8u);
+  EXPECT_EQ(sent.back().f.opcode, BthOpcode::kRcRdmaWriteLast);
+  EXPECT_TRUE(h.take_cqes().empty());
+  h.inject(ack(h, kSqPsn + 199, kAck));
+  EXPECT_EQ(h.take_cqes().size(), 1u);
+  EXPECT_EQ(h.device().stats().retransmitted_packets, 0u);
+}
+
+TEST(RcRequesterWindow, AfterAnRnrNakTheSequenceNaksOfLaterPacketsAreIgnoredUntilTheTimer) {
+  DeviceHarness h;
+  ASSERT_EQ(h.connect(kSqPsn, 0, /*rnr_retry=*/7), 0);
+  h.post(WqeOpcode::kSend, 3000, 0, 0);  // 3 packets
+  h.post(WqeOpcode::kSend, 8, 0, 0);     // 1 packet
+  EXPECT_EQ(h.take_sent().size(), 4u);
+  h.inject(ack(h, kSqPsn, fabric::rnr_nak_syndrome(1)));
+  h.inject(ack(h, kSqPsn, fabric::nak_syndrome(fabric::NakCode::kPsnSequenceError)));
+  EXPECT_TRUE(h.take_sent().empty());  // Expect: nothing until the RNR timer (10 us)
+  h.post(WqeOpcode::kSend, 8, 0, 0);
+  EXPECT_TRUE(h.take_sent().empty());  // Expect: a new WQE waits too
+  h.advance(11_us);
+  auto sent = h.take_sent();  // Expect: all five packets from PSN 500, in order
+  ASSERT_EQ(sent.size(), 5u);
+  for (uint32_t i = 0; i < 5; ++i) EXPECT_EQ(sent[i].f.psn.value(), kSqPsn + i);
+}
+
+}  // namespace
+}  // namespace softhca::test

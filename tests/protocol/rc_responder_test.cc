@@ -150,3 +150,34 @@ TEST_F(RcResponder, AReadIsAnsweredWithMtuSizedResponsesThatConsumeItsPsns) {
 
 }  // namespace
 }  // namespace softhca::test
+
+namespace softhca::test {
+namespace {
+
+TEST(RcResponderRnr, PacketsBehindAnRnrNakedSendAreDroppedSilently) {
+  DeviceHarness h;
+  ASSERT_EQ(h.connect(500, kRqPsn), 0);
+  std::vector<uint8_t> mtu_bytes(1024, 5);
+  h.inject(h.request(BthOpcode::kRcSendFirst, kRqPsn), mtu_bytes);  // Expect: RNR NAK
+  h.inject(h.request(BthOpcode::kRcSendMiddle, kRqPsn + 1), mtu_bytes);  // Expect: silence
+  h.inject(h.request(BthOpcode::kRcSendLast, kRqPsn + 2), mtu_bytes);     // Expect: silence
+  auto sent = h.take_sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(fabric::is_rnr_nak(sent[0].f.aeth->syndrome));
+  h.post_recv(4096);
+  auto first = h.request(BthOpcode::kRcSendFirst, kRqPsn);
+  auto middle = h.request(BthOpcode::kRcSendMiddle, kRqPsn + 1);
+  first.ack_req = middle.ack_req = false;  // as a requester sends them: AckReq on the last only
+  h.inject(first, mtu_bytes);
+  h.inject(middle, mtu_bytes);
+  h.inject(h.request(BthOpcode::kRcSendLast, kRqPsn + 2), mtu_bytes);
+  sent = h.take_sent();
+  ASSERT_EQ(sent.size(), 1u);  // Expect: one ACK for the last packet
+  EXPECT_EQ(sent[0].f.psn.value(), kRqPsn + 2);
+  auto cqes = h.take_cqes();
+  ASSERT_EQ(cqes.size(), 1u);
+  EXPECT_EQ(cqes[0].byte_cnt, 3072u);
+}
+
+}  // namespace
+}  // namespace softhca::test

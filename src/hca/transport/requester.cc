@@ -13,6 +13,11 @@ using namespace hwif;
 using fabric::OpKind;
 
 namespace {
+// At most 128 unacknowledged PSNs per QP (as Linux rxe, figures.md R1); an ACK is requested at
+// least every 64 packets (R1).
+constexpr uint32_t kMaxUnackedPsns = 128;
+constexpr uint32_t kAckRequestInterval = 64;
+
 uint32_t packets_of(const SendWqe& w, uint32_t mtu) {
   if (w.is_atomic()) return 1;
   return w.length == 0 ? 1 : static_cast<uint32_t>(ceil_div(w.length, mtu));
@@ -26,31 +31,46 @@ uint32_t Requester::mtu() const {
 void Requester::execute(SendRecord& rec) {
   const SendWqe& w = rec.wqe;
   rec.executed = true;
+  rec.first_psn = qp_.req.next_psn;
   if (w.opcode == WqeOpcode::kNop) {
     rec.npkts = 0;
-    rec.first_psn = qp_.req.next_psn;
     rec.response_done = true;
-    if (qp_.type != QpType::kRc) qp_.req.complete = qp_.req.exec;
     complete_acked();
     return;
   }
   rec.npkts = packets_of(w, mtu());
-  rec.first_psn = qp_.req.next_psn;
   qp_.req.next_psn = psn_add(qp_.req.next_psn, rec.npkts);
-  if (w.is_read() || w.is_atomic()) {
-    ++qp_.req.outstanding_rd;
-    send_request_packet(rec, 0);
-  } else {
-    for (uint32_t i = 0; i < rec.npkts; ++i) send_request_packet(rec, i);
-  }
-  if (qp_.type == QpType::kRc) {
-    arm_ack_timer();
-    return;
-  }
+  if (w.is_read() || w.is_atomic()) ++qp_.req.outstanding_rd;
+  pump();
+  if (qp_.type == QpType::kRc || qp_.state() == QpState::kErr) return;
   // UC and UD complete as soon as the message is on the wire.
   rec.response_done = true;
   qp_.req.una_psn = qp_.req.next_psn;
   complete_acked();
+}
+
+void Requester::pump() {
+  RequesterState& rq = qp_.req;
+  const bool rc = qp_.type == QpType::kRc;
+  while (rq.tx_psn != rq.next_psn && qp_.state() != QpState::kErr) {
+    // RC keeps at most kMaxUnackedPsns in flight, and sends nothing while waiting out an RNR NAK.
+    if (rc && (rq.rnr_wait || psn_cmp(rq.tx_psn, rq.una_psn) >= static_cast<int32_t>(kMaxUnackedPsns))) break;
+    const SendRecord* r = record_for_psn(rq.tx_psn);
+    if (r == nullptr) break;
+    const auto index = static_cast<uint32_t>(psn_cmp(rq.tx_psn, r->first_psn));
+    const bool resend = psn_cmp(rq.tx_psn, rq.max_sent_psn) < 0;
+    if (r->wqe.is_read() || r->wqe.is_atomic()) {
+      // One request covers the whole response; a READ resumes after what already arrived.
+      if (!r->response_done) send_request_packet(*r, std::max(index, r->resp_received));
+      rq.tx_psn = psn_add(r->first_psn, r->npkts);
+    } else {
+      send_request_packet(*r, index);
+      rq.tx_psn = psn_add(rq.tx_psn, 1);
+    }
+    if (resend) ++dev_.stats_.retransmitted_packets;
+    if (psn_cmp(rq.tx_psn, rq.max_sent_psn) > 0) rq.max_sent_psn = rq.tx_psn;
+  }
+  if (rc && rq.una_psn != rq.tx_psn) arm_ack_timer();
 }
 
 bool Requester::gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst) {
@@ -131,7 +151,9 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
       }
     }
     f.solicited = w.solicited && last;
-    f.ack_req = qp_.type == QpType::kRc && last;
+    // RC asks for an ACK at the end of each message and every kAckRequestInterval packets, so a
+    // message longer than the window keeps flowing.
+    f.ack_req = qp_.type == QpType::kRc && (last || (index + 1) % kAckRequestInterval == 0);
     if (!gather(w, off, payload_len, dev_.payload_buf_.data())) {
       return fail_at(f.psn.value(), CqeSyndrome::kLocProtErr);
     }
@@ -160,69 +182,55 @@ void Requester::acknowledge(uint32_t psn) {
   // Only ACKs inside the window [una, next_psn] move things on; others are stale or bogus.
   if (psn_cmp(next, qp_.req.una_psn) <= 0 || psn_cmp(next, qp_.req.next_psn) > 0) return;
   qp_.req.una_psn = next;
+  if (psn_cmp(qp_.req.tx_psn, next) < 0) qp_.req.tx_psn = next;
   qp_.req.retries_left = qp_.attr.retry_cnt;
   qp_.req.rnr_retries_left = qp_.attr.rnr_retry;
   complete_acked();
+  pump();
+}
+
+bool Requester::is_done(const SendRecord& r) const {
+  const bool acked = r.npkts == 0 || psn_cmp(psn_add(r.first_psn, r.npkts), qp_.req.una_psn) <= 0;
+  return acked && (!(r.wqe.is_read() || r.wqe.is_atomic()) || r.response_done);
 }
 
 void Requester::complete_acked() {
   Completer done(dev_);
   while (qp_.req.complete != qp_.req.exec) {
     SendRecord& r = qp_.record(qp_.req.complete);
-    const uint32_t end = psn_add(r.first_psn, r.npkts);
-    const bool acked = r.npkts == 0 || psn_cmp(end, qp_.req.una_psn) <= 0;
-    if (!acked) break;
-    if ((r.wqe.is_read() || r.wqe.is_atomic()) && !r.response_done) {
+    if (!is_done(r)) {
+      const bool acked = psn_cmp(psn_add(r.first_psn, r.npkts), qp_.req.una_psn) <= 0;
       // Later PSNs were ACKed but this READ's data never came: ask for it again.
-      retransmit_from(r.first_psn);
-      return;
+      if (acked) retransmit_from(psn_add(r.first_psn, r.resp_received));
+      break;
     }
     if (r.wqe.signaled) done.send_done(qp_, r.wqe);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + r.wqe.bbs);
   }
-  if (qp_.type == QpType::kRc) {
-    if (qp_.req.complete == qp_.req.exec) {
-      dev_.cancel_timer(qp_);
-    } else if (!qp_.req.rnr_wait) {
-      dev_.cancel_timer(qp_);
-      arm_ack_timer();
-    }
+  if (qp_.type == QpType::kRc && !qp_.req.rnr_wait) {
+    dev_.cancel_timer(qp_);
+    if (qp_.req.complete != qp_.req.exec) arm_ack_timer();
   }
 }
 
 void Requester::retransmit_from(uint32_t psn) {
-  for (uint16_t bb = qp_.req.complete; bb != qp_.req.exec;) {
-    SendRecord& r = qp_.record(bb);
-    bb = static_cast<uint16_t>(bb + r.wqe.bbs);
-    if (r.npkts == 0 || psn_cmp(psn_add(r.first_psn, r.npkts), psn) <= 0) continue;
-    const uint32_t from = psn_cmp(psn, r.first_psn) > 0 ? static_cast<uint32_t>(psn_cmp(psn, r.first_psn)) : 0;
-    if (r.wqe.is_read() || r.wqe.is_atomic()) {
-      if (!r.response_done) {
-        send_request_packet(r, from);
-        ++dev_.stats_.retransmitted_packets;
-      }
-      continue;
-    }
-    for (uint32_t i = from; i < r.npkts; ++i) {
-      send_request_packet(r, i);
-      ++dev_.stats_.retransmitted_packets;
-      if (qp_.state() == QpState::kErr) return;
-    }
-  }
-  arm_ack_timer();
+  if (psn_cmp(psn, qp_.req.una_psn) < 0) psn = qp_.req.una_psn;
+  if (psn_cmp(psn, qp_.req.next_psn) > 0) return;
+  qp_.req.tx_psn = psn;
+  pump();
 }
 
 void Requester::fail_at(uint32_t psn, CqeSyndrome syndrome) {
   Completer done(dev_);
   SendRecord* failing = record_for_psn(psn);
-  // Everything before the failing WQE completes normally (it was acknowledged implicitly).
+  // WQEs before the failing one that are fully done complete normally; the rest are flushed.
   while (qp_.req.complete != qp_.req.exec) {
     SendRecord& r = qp_.record(qp_.req.complete);
-    if (&r == failing) break;
+    if (&r == failing || !is_done(r)) break;
     if (r.wqe.signaled) done.send_done(qp_, r.wqe);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + r.wqe.bbs);
   }
-  if (failing != nullptr) {
+  if (failing != nullptr && &qp_.record(qp_.req.complete) == failing) {
     done.send_error(qp_, failing->wqe, syndrome);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + failing->wqe.bbs);
   }
@@ -237,6 +245,7 @@ void Requester::on_timer(bool rnr_wait) {
     --qp_.req.retries_left;
   }
   retransmit_from(qp_.req.una_psn);
+  SendPipeline(dev_, qp_).run();  // WQEs that waited out the RNR timer
 }
 
 void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
@@ -247,16 +256,25 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
   if (info.kind == OpKind::kAcknowledge) {
     const uint8_t syn = f.aeth ? f.aeth->syndrome : 0;
     if (fabric::is_ack(syn)) return acknowledge(psn);
+    // A NAK names a PSN in flight; anything else is stale or bogus.
+    if (psn_cmp(psn, qp_.req.una_psn) < 0 || psn_cmp(psn, qp_.req.next_psn) >= 0)
+      return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
     // NAKs and RNR NAKs acknowledge everything before their PSN.
     acknowledge(psn_add(psn, Psn::kMask));
     if (fabric::is_rnr_nak(syn)) {
       if (qp_.req.rnr_retries_left == 0) return fail_at(psn, CqeSyndrome::kRnrRetryExcErr);
       if (qp_.attr.rnr_retry != 7) --qp_.req.rnr_retries_left;  // 7 means retry forever
       dev_.cancel_timer(qp_);
-      return dev_.schedule(qp_, dev_.clock_.now() + rnr_delay(syn & 0x1f), true);
+      qp_.req.tx_psn = psn;  // sent again, from here, when the RNR timer expires
+      return dev_.schedule(qp_, dev_.clock_.now() + rnr_delay(fabric::syndrome_value(syn)), true);
     }
-    switch (static_cast<NakCode>(syn & 0x1f)) {
-      case NakCode::kPsnSequenceError: return retransmit_from(psn);
+    switch (static_cast<NakCode>(fabric::syndrome_value(syn))) {
+      case NakCode::kPsnSequenceError:
+        if (qp_.req.rnr_wait) return;  // the packets after an RNR NAKed one: sent again later
+        // Each go-back-N costs a retry (IBA 9.7.5.2.1), so a storm of NAKs ends.
+        if (qp_.req.retries_left == 0) return fail_at(psn, CqeSyndrome::kRetryExcErr);
+        --qp_.req.retries_left;
+        return retransmit_from(psn);
       case NakCode::kInvalidRequest: return fail_at(psn, CqeSyndrome::kRemInvReqErr);
       case NakCode::kRemoteAccessError: return fail_at(psn, CqeSyndrome::kRemAccessErr);
       case NakCode::kRemoteOperationalError: return fail_at(psn, CqeSyndrome::kRemOpErr);
@@ -285,6 +303,7 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
   r->response_done = true;
   --qp_.req.outstanding_rd;
   acknowledge(psn_add(r->first_psn, r->npkts - 1));
+  complete_acked();  // also when the ACK window had already moved past this READ
   SendPipeline(dev_, qp_).run();  // WQEs may have waited for max_rd_atomic
 }
 

@@ -24,7 +24,10 @@ class Requester {
   void send_request_packet(const SendRecord& rec, uint32_t index);
   bool gather(const SendWqe& wqe, uint64_t offset, uint32_t len, uint8_t* dst);
   bool scatter(const SendWqe& wqe, uint64_t offset, std::span<const uint8_t> data);
+  // Sends what the window allows, from tx_psn on (new packets and go-back-N alike).
+  void pump();
   void acknowledge(uint32_t psn);  // everything up to and including psn arrived
+  [[nodiscard]] bool is_done(const SendRecord& r) const;
   void complete_acked();
   void retransmit_from(uint32_t psn);
   void fail_at(uint32_t psn, hwif::CqeSyndrome syndrome);

@@ -150,6 +150,7 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
     if (!f.reth) return Placed::kInvalid;
     if (!(qp_.attr.access_flags & kAccessRemoteWrite)) return Placed::kAccess;
     const uint64_t len = f.reth->dma_len;
+    if (len > dev_.config_.caps.max_msg_sz) return Placed::kInvalid;
     Translation t{KeyCheck::kOk, 0};
     if (len > 0) t = dev_.mkeys_.translate(f.reth->rkey.value(), qp_.pdn, f.reth->va, len, kAccessRemoteWrite);
     if (t.result != KeyCheck::kOk) return Placed::kAccess;
@@ -192,6 +193,7 @@ Responder::Placed Responder::execute_read(const fabric::PacketFields& f) {
   if (!f.reth) return Placed::kInvalid;
   if (!(qp_.attr.access_flags & kAccessRemoteRead)) return Placed::kAccess;
   const uint64_t len = f.reth->dma_len;
+  if (len > dev_.config_.caps.max_msg_sz) return Placed::kInvalid;
   Translation t{KeyCheck::kOk, 0};
   if (len > 0) t = dev_.mkeys_.translate(f.reth->rkey.value(), qp_.pdn, f.reth->va, len, kAccessRemoteRead);
   if (t.result != KeyCheck::kOk) return Placed::kAccess;
@@ -222,6 +224,7 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
   if (a.va % 8 != 0) return Placed::kInvalid;  // atomics need natural alignment (IBA 9.4.5)
   const Translation t = dev_.mkeys_.translate(a.rkey.value(), qp_.pdn, a.va, 8, kAccessRemoteAtomic);
   if (t.result != KeyCheck::kOk) return Placed::kAccess;
+  if (t.host_addr % 8 != 0) return Placed::kInvalid;  // an MR whose iova and address differ mod 8
   const uint64_t orig = f.opcode == BthOpcode::kRcCompareSwap
                             ? dev_.dma_.atomic_compare_swap(t.host_addr, a.compare, a.swap_add)
                             : dev_.dma_.atomic_fetch_add(t.host_addr, a.swap_add);
@@ -279,7 +282,10 @@ void Responder::rc_duplicate(const fabric::PacketFields& f) {
 void Responder::report_rc_error(const fabric::PacketFields& f, Placed p) {
   switch (p) {
     case Placed::kOk: return;
-    case Placed::kNoRecv: return send_ack(f.psn.value(), fabric::rnr_nak_syndrome(qp_.attr.min_rnr_timer));
+    case Placed::kNoRecv:
+      // The packets behind this one are dropped silently until the requester comes back to it.
+      qp_.resp.nak_sent = true;
+      return send_ack(f.psn.value(), fabric::rnr_nak_syndrome(qp_.attr.min_rnr_timer));
     case Placed::kAccess: send_ack(f.psn.value(), fabric::nak_syndrome(NakCode::kRemoteAccessError)); break;
     case Placed::kInvalid: send_ack(f.psn.value(), fabric::nak_syndrome(NakCode::kInvalidRequest)); break;
     case Placed::kLength:
@@ -309,7 +315,6 @@ void Responder::on_rc(const fabric::PacketFields& f, std::span<const uint8_t> pa
     }
     return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
   }
-  st.nak_sent = false;
   const fabric::OpcodeInfo info = fabric::opcode_info(f.opcode);
   Placed p = Placed::kInvalid;
   switch (info.kind) {
@@ -321,6 +326,7 @@ void Responder::on_rc(const fabric::PacketFields& f, std::span<const uint8_t> pa
     default: break;
   }
   if (p != Placed::kOk) return report_rc_error(f, p);
+  st.nak_sent = false;  // the expected PSN arrived: a later gap may be NAKed again
   if (info.kind == OpKind::kRdmaReadRequest) {
     const uint64_t len = f.reth->dma_len;
     st.epsn = psn_add(st.epsn, len == 0 ? 1 : static_cast<uint32_t>(ceil_div(len, mtu())));
