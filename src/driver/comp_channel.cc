@@ -43,7 +43,18 @@ Cq* take_event(CompChannel& ch, Context& ctx) {
     if ((owner & 1) != ((ch.ci >> ch.log_nent) & 1)) return nullptr;
     ++ch.ci;
     if (eqe->type != hwif::kEqeTypeCompletion) continue;
-    if (Cq* cq = ctx.cqs.find(eqe->cqn.get()); cq != nullptr) return cq;
+    Cq* cq = nullptr;
+    {
+      std::lock_guard t(ctx.table_lock);
+      cq = ctx.cqs.find(eqe->cqn.get());
+    }
+    if (cq == nullptr) continue;
+    // Counted before ch.lock is released: destroy_cq takes ch.lock after unlisting the CQ, so it
+    // either never sees this event's CQ or waits for this event to be acknowledged.
+    pthread_mutex_lock(&cq->cq.mutex);
+    ++cq->events_reported;
+    pthread_mutex_unlock(&cq->cq.mutex);
+    return cq;
   }
 }
 
@@ -108,9 +119,6 @@ int get_cq_event(ibv_comp_channel* ibch, ibv_cq** cq_out, void** cq_context) {
   for (;;) {
     if (Cq* cq = take_event(*ch, *ctx); cq != nullptr) {
       cq->arm_sn.fetch_add(1, std::memory_order_relaxed);  // mlx5_cq_event
-      pthread_mutex_lock(&cq->cq.mutex);
-      ++cq->events_reported;
-      pthread_mutex_unlock(&cq->cq.mutex);
       *cq_out = &cq->cq;
       *cq_context = cq->cq.cq_context;
       return 0;
