@@ -1,6 +1,7 @@
 // The live runtime of one process: N devices on one in-process carrier, one device lock, one agent.
 #include "runtime/runtime.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <atomic>
 #include <fstream>
@@ -11,7 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/agent.h"
+#include "runtime/chrome_trace.h"
 #include "runtime/live_device.h"
+#include "runtime/pcap_tap.h"
+#include "runtime/tap_fanout.h"
+#include "runtime/trace_recorder.h"
 
 namespace softhca::runtime {
 
@@ -142,9 +147,72 @@ bool Runtime::install_process(std::unique_ptr<Runtime> rt) {
   return true;
 }
 
+namespace {
+
+// The observers SOFTHCA_PCAP and SOFTHCA_TRACE ask for (docs/observability.md). Created with the
+// process runtime, before its devices, and like it never destroyed: a timer thread may still send
+// while the process exits. The files are finished by an atexit handler.
+struct EnvObservers {
+  SteadyTapClock clock;  // live mode: wall time
+  std::unique_ptr<PcapTap> pcap;
+  std::unique_ptr<TraceRecorder> trace;
+  std::string trace_path;
+  TapFanout fanout;
+};
+EnvObservers* g_observers = nullptr;  // set once, by process()
+
+// The observers the environment asks for, or nullptr when it asks for none. A file that cannot
+// be created is reported on stderr and left out; the program runs on.
+EnvObservers* observers_from_env() {
+  const char* pcap_path = std::getenv("SOFTHCA_PCAP");
+  const char* trace_path = std::getenv("SOFTHCA_TRACE");
+  const bool want_pcap = pcap_path != nullptr && *pcap_path != '\0';
+  const bool want_trace = trace_path != nullptr && *trace_path != '\0';
+  if (!want_pcap && !want_trace) return nullptr;
+  auto* obs = new EnvObservers();
+  if (want_pcap) {
+    std::string error;
+    if (auto writer = fabric::PcapWriter::open(pcap_path, error)) {
+      obs->pcap = std::make_unique<PcapTap>(std::move(writer), obs->clock);
+      obs->fanout.add(static_cast<PacketTap*>(obs->pcap.get()));
+    } else {
+      std::fprintf(stderr, "softhca: SOFTHCA_PCAP=%s: %s; no capture is written\n", pcap_path, error.c_str());
+    }
+  }
+  if (want_trace) {
+    uint64_t max_events = env_number("SOFTHCA_TRACE_MAX_EVENTS", TraceRecorder::kDefaultMaxEvents);
+    if (max_events == 0) max_events = TraceRecorder::kDefaultMaxEvents;
+    obs->trace = std::make_unique<TraceRecorder>(obs->clock, static_cast<size_t>(max_events));
+    obs->trace_path = trace_path;
+    obs->fanout.add(static_cast<TlpTap*>(obs->trace.get()));
+    obs->fanout.add(static_cast<PacketTap*>(obs->trace.get()));
+  }
+  return obs;
+}
+
+// At exit: close the capture and write the trace.
+void finish_observers() {
+  EnvObservers* obs = g_observers;
+  if (obs == nullptr) return;
+  if (obs->pcap) obs->pcap->finish();
+  if (obs->trace) {
+    ChromeTraceInfo info;
+    for (DeviceSlot* d : Runtime::process().devices()) info.device_names.push_back(d->name());
+    info.dropped_events = obs->trace->dropped();
+    info.max_events = obs->trace->max_events();
+    const std::vector<TraceEvent> events = obs->trace->events();
+    if (!write_chrome_trace(obs->trace_path, events, info)) {
+      std::fprintf(stderr, "softhca: SOFTHCA_TRACE=%s: cannot write the trace\n", obs->trace_path.c_str());
+    }
+  }
+}
+
+}  // namespace
+
 Runtime& Runtime::process() {
   // Created on first use and never destroyed: verbs objects may be used until the very end of
-  // the process, from any thread. SOFTHCA_STATS is written at exit.
+  // the process, from any thread. SOFTHCA_STATS, SOFTHCA_PCAP and SOFTHCA_TRACE are finished at
+  // exit. An installed runtime keeps its own taps: the environment's observers are not attached.
   static Runtime* const instance = []() -> Runtime* {
     {
       std::lock_guard<std::mutex> g(g_install_lock);
@@ -153,6 +221,12 @@ Runtime& Runtime::process() {
     }
     RuntimeOptions options;
     options.num_devices = devices_from_env();
+    g_observers = observers_from_env();
+    if (g_observers != nullptr) {
+      if (g_observers->fanout.has_tlp_taps()) options.tlp_tap = &g_observers->fanout;
+      if (g_observers->fanout.has_packet_taps()) options.packet_tap = &g_observers->fanout;
+      std::atexit(finish_observers);
+    }
     auto* rt = new LiveRuntime(options);
     const uint8_t bf = blueflame_from_env();
     for (DeviceSlot* d : rt->devices()) d->set_blueflame_mode(bf);

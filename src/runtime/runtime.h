@@ -6,6 +6,9 @@
 //   SOFTHCA_STATS=FILE   PCIe counters of every device dumped as JSON when the process exits
 //   SOFTHCA_BLUEFLAME    auto (default) | off | prefer: when the driver writes WQEs through the BAR
 //   SOFTHCA_VENDOR_ID, SOFTHCA_VENDOR_PART_ID, SOFTHCA_HW_VER: the device identity (docs/device.md)
+//   SOFTHCA_PCAP=FILE    every packet, as ERF records in a pcap file (docs/observability.md)
+//   SOFTHCA_TRACE=FILE   TLPs and packets as Chrome/Perfetto trace-event JSON, written at exit
+//   SOFTHCA_TRACE_MAX_EVENTS  bound of the trace's ring of events (default 1,000,000)
 #pragma once
 #include <cstdint>
 #include <memory>

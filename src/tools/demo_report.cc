@@ -132,61 +132,87 @@ std::string format_per_message(uint64_t total, uint64_t messages) {
   return buf;
 }
 
-std::string format_table(std::span<const RowMeasurement> rows, const WorkloadParams& params) {
-  constexpr size_t kNameWidth = 19;
-  struct Column {
-    std::string_view title;
-    size_t width;
-  };
+namespace {
+
+struct Column {
+  std::string_view title;
+  size_t width;
+};
+
+// Extra columns after the responder's, with one line of cells per row (the sim demo's modeled
+// latency and message rate).
+struct ExtraColumns {
+  std::string_view group;
+  std::span<const Column> columns;
+  std::vector<std::vector<std::string>> cells;
+};
+
+constexpr size_t kNameWidth = 19;
+
+// A rule of `width` characters: a space, then dashes.
+std::string ruler(size_t width) {
+  std::string r(width, '-');
+  if (!r.empty()) r[0] = ' ';
+  return r;
+}
+constexpr size_t kFootnoteWidth = 96;
+constexpr std::string_view kGap = "   ";
+
+size_t span_width(std::span<const Column> cols) {
+  size_t w = 0;
+  for (const Column& c : cols) w += c.width;
+  return w;
+}
+
+// A group title centred in dashes over its columns.
+std::string group_title(std::string_view title, size_t width) {
+  constexpr size_t kIndent = 3;
+  const std::string t = " " + std::string(title) + " ";
+  const size_t dashes = width > t.size() + kIndent ? width - t.size() - kIndent : 0;
+  return std::string(kIndent, ' ') + std::string(dashes / 2, '-') + t + std::string(dashes - dashes / 2, '-');
+}
+
+// The per-message counts table, `intro` lines first; `extra` adds columns on the right.
+std::string counts_table(std::span<const RowMeasurement> rows, const std::string& intro, const ExtraColumns* extra) {
   static constexpr Column kRequester[] = {{"doorbells", 11}, {"MMIO B", 8}, {"WQE rd", 8}, {"data rd", 9},
                                           {"CQE wr", 8},     {"down B", 9}, {"up B", 8}};
   static constexpr Column kResponder[] = {{"data wr", 12}, {"down B", 9}, {"up B", 8}};
-  constexpr size_t kFootnoteWidth = 96;
-  constexpr std::string_view kGap = "   ";
-  auto span_width = [](std::span<const Column> cols) {
-    size_t w = 0;
-    for (const Column& c : cols) w += c.width;
-    return w;
-  };
-  // A group title centred in dashes over its columns.
-  auto group = [](std::string_view title, size_t width) {
-    constexpr size_t kIndent = 3;
-    const std::string t = " " + std::string(title) + " ";
-    const size_t dashes = width > t.size() + kIndent ? width - t.size() - kIndent : 0;
-    return std::string(kIndent, ' ') + std::string(dashes / 2, '-') + t + std::string(dashes - dashes / 2, '-');
-  };
-
   const size_t req_width = span_width(kRequester);
   const size_t resp_width = span_width(kResponder);
-  const size_t total_width = 1 + kNameWidth + req_width + kGap.size() + resp_width;
-  const std::string rule = " " + std::string(total_width - 1, '-');
+  const size_t extra_width = extra != nullptr ? kGap.size() + span_width(extra->columns) : 0;
+  const size_t total_width = 1 + kNameWidth + req_width + kGap.size() + resp_width + extra_width;
+  const std::string rule = ruler(total_width);
 
-  std::string out;
-  out += " softhca demo: " + std::to_string(params.messages) + " RDMA WRITEs of " +
-         std::to_string(params.message_bytes) + " B per feature set, RC, " + std::string(kRequesterName) +
-         " -> " + std::string(kResponderName) + ", live mode\n";
-  out += " PCIe transactions per message, from each device's counters\n";
+  std::string out = intro;
   out += rule + "\n";
-  out += " " + std::string(kNameWidth, ' ') + group("requester " + std::string(kRequesterName), req_width) +
-         std::string(kGap) + group("responder " + std::string(kResponderName), resp_width) + "\n";
+  std::string groups = " " + std::string(kNameWidth, ' ') +
+                       group_title("requester " + std::string(kRequesterName), req_width) + std::string(kGap) +
+                       group_title("responder " + std::string(kResponderName), resp_width);
+  if (extra != nullptr) groups += std::string(kGap) + group_title(extra->group, span_width(extra->columns));
+  out += groups + "\n";
   std::string header = " " + pad_right("features", kNameWidth);
   for (const Column& c : kRequester) header += pad_left(std::string(c.title), c.width);
   header += kGap;
   for (const Column& c : kResponder) header += pad_left(std::string(c.title), c.width);
+  if (extra != nullptr) {
+    header += kGap;
+    for (const Column& c : extra->columns) header += pad_left(std::string(c.title), c.width);
+  }
   out += header + "\n" + rule + "\n";
 
-  for (const RowMeasurement& m : rows) {
-    const SideTotals r = side_totals(m.requester);
-    const SideTotals s = side_totals(m.responder);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const RowMeasurement& m = rows[r];
+    const SideTotals req = side_totals(m.requester);
+    const SideTotals resp = side_totals(m.responder);
     const uint64_t n = m.messages;
     const std::string req_cells[] = {
-        format_per_message(r.doorbells, n),          format_bytes_per_message(r.mmio_bytes, n),
-        format_per_message(r.wqe_reads, n),          format_per_message(r.payload_reads, n),
-        format_per_message(r.cqe_writes, n),         format_bytes_per_message(r.wire_down_bytes, n),
-        format_bytes_per_message(r.wire_up_bytes, n)};
-    const std::string resp_cells[] = {format_per_message(s.payload_writes, n),
-                                      format_bytes_per_message(s.wire_down_bytes, n),
-                                      format_bytes_per_message(s.wire_up_bytes, n)};
+        format_per_message(req.doorbells, n),          format_bytes_per_message(req.mmio_bytes, n),
+        format_per_message(req.wqe_reads, n),          format_per_message(req.payload_reads, n),
+        format_per_message(req.cqe_writes, n),         format_bytes_per_message(req.wire_down_bytes, n),
+        format_bytes_per_message(req.wire_up_bytes, n)};
+    const std::string resp_cells[] = {format_per_message(resp.payload_writes, n),
+                                      format_bytes_per_message(resp.wire_down_bytes, n),
+                                      format_bytes_per_message(resp.wire_up_bytes, n)};
     std::string name(m.row.name);
     if (m.row.name == "all") name += " *";  // the footnote
     std::string line(1, ' ');
@@ -194,6 +220,10 @@ std::string format_table(std::span<const RowMeasurement> rows, const WorkloadPar
     for (size_t i = 0; i < std::size(kRequester); ++i) line += pad_left(req_cells[i], kRequester[i].width);
     line += kGap;
     for (size_t i = 0; i < std::size(kResponder); ++i) line += pad_left(resp_cells[i], kResponder[i].width);
+    if (extra != nullptr) {
+      line += kGap;
+      for (size_t i = 0; i < extra->columns.size(); ++i) line += pad_left(extra->cells[r][i], extra->columns[i].width);
+    }
     out += line + "\n";
   }
   out += rule + "\n";
@@ -205,6 +235,19 @@ std::string format_table(std::span<const RowMeasurement> rows, const WorkloadPar
               kFootnoteWidth, " ", " ");
   out += wrap(kNoteAll, kFootnoteWidth, " * ", "   ");
   return out;
+}
+
+std::string title_line(const WorkloadParams& params, std::string_view mode) {
+  return " softhca demo: " + std::to_string(params.messages) + " RDMA WRITEs of " +
+         std::to_string(params.message_bytes) + " B per feature set, RC, " + std::string(kRequesterName) + " -> " +
+         std::string(kResponderName) + ", " + std::string(mode) + "\n";
+}
+
+}  // namespace
+
+std::string format_table(std::span<const RowMeasurement> rows, const WorkloadParams& params) {
+  const std::string intro = title_line(params, "live mode") + " PCIe transactions per message, from each device's counters\n";
+  return counts_table(rows, intro, nullptr);
 }
 
 std::string format_json(std::span<const RowMeasurement> rows, const WorkloadParams& params) {
@@ -228,6 +271,133 @@ std::string format_json(std::span<const RowMeasurement> rows, const WorkloadPara
                       {"sq_depth", params.sq_depth},
                       {"rows", jrows},
                       {"notes", {std::string(kNoteAll)}}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace softhca::tools
+
+namespace softhca::tools {
+
+namespace {
+
+constexpr std::string_view kSimNote =
+    "post ns: one post of the row's shape (postlist rows: 32 WRs, only the last signaled) on an idle "
+    "machine, from the start of ibv_post_send to the CPU having polled its CQE. Mmsg/s: the closed "
+    "loop above (one QP, one thread, queue depth as shown), millions of messages per second of modeled "
+    "time. docs/timing-model.md has the rules and parameters.";
+
+// Steps of the breakdown, in the seed's order (DESIGN.md steps 0-5), with their labels.
+struct PhaseLabel {
+  sim::Phase phase;
+  std::string_view label;
+};
+constexpr PhaseLabel kPhaseLabels[] = {
+    {sim::Phase::kCpuBuild, "0  CPU builds the WQE"},   {sim::Phase::kDoorbell, "1  doorbell / BlueFlame"},
+    {sim::Phase::kWqeFetch, "2  WQE fetch + parse"},    {sim::Phase::kPayloadFetch, "3  payload fetch"},
+    {sim::Phase::kWire, "4  request on the wire"},      {sim::Phase::kRemoteWrite, "4  remote DMA write"},
+    {sim::Phase::kAck, "4  ACK back"},                  {sim::Phase::kCqeWrite, "5  CQE write"},
+    {sim::Phase::kPoll, "5  CPU polls the CQE"},
+};
+
+std::string ns_text(Picoseconds p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(p.count()) / 1000.0);
+  return buf;
+}
+
+std::string rate_text(double msgs_per_s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", msgs_per_s / 1e6);
+  return buf;
+}
+
+std::string breakdown_table(std::span<const SimRow> rows) {
+  constexpr size_t kLabelWidth = 25;
+  std::vector<size_t> widths;
+  for (const SimRow& r : rows) widths.push_back(std::max<size_t>(10, r.measurement.row.name.size() + 2));
+  size_t total = 1 + kLabelWidth;
+  for (size_t w : widths) total += w;
+  const std::string rule = ruler(total);
+  std::string out = " Latency of one post along the seed's steps 0-5 (ns, critical path)\n" + rule + "\n";
+  std::string header(1, ' ');
+  header += pad_right("step", kLabelWidth);
+  for (size_t i = 0; i < rows.size(); ++i) header += pad_left(std::string(rows[i].measurement.row.name), widths[i]);
+  out += header + "\n" + rule + "\n";
+  for (const PhaseLabel& p : kPhaseLabels) {
+    std::string line(1, ' ');
+    line += pad_right(p.label, kLabelWidth);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      line += pad_left(ns_text(rows[i].latency.phase[static_cast<size_t>(p.phase)]), widths[i]);
+    }
+    out += line + "\n";
+  }
+  out += rule + "\n";
+  std::string line(1, ' ');
+  line += pad_right("   total", kLabelWidth);
+  for (size_t i = 0; i < rows.size(); ++i) line += pad_left(ns_text(rows[i].latency.total), widths[i]);
+  out += line + "\n";
+  out += wrap("Each step is charged the time from the result it waited for to its own result, queueing "
+              "included, so the column sums to the total. Without postlist a WQE fetch and a payload "
+              "fetch each cost a PCIe round trip; BlueFlame removes the first, inline the second (S3). "
+              "The postlist rows show the last of 32 WRs.",
+              kFootnoteWidth, " ", " ");
+  return out;
+}
+
+}  // namespace
+
+std::string format_sim_table(std::span<const SimRow> rows, const WorkloadParams& params, const sim::MachineProfile& profile) {
+  std::vector<RowMeasurement> measurements;
+  ExtraColumns extra;
+  static constexpr Column kModeled[] = {{"post ns", 9}, {"Mmsg/s", 8}};
+  extra.group = "modeled";
+  extra.columns = kModeled;
+  for (const SimRow& r : rows) {
+    measurements.push_back(r.measurement);
+    extra.cells.push_back({ns_text(r.latency.total), rate_text(r.message_rate)});
+  }
+  std::string intro = title_line(params, "sim mode");
+  intro += " machine " + profile.name + ": " + profile.description + "\n";
+  intro += " PCIe transactions per message from each device's counters (identical in live mode), and\n";
+  intro += " the timing model's latency and message rate (queue depth " + std::to_string(params.sq_depth) + ")\n";
+  std::string out = counts_table(measurements, intro, &extra);
+  out += wrap(kSimNote, kFootnoteWidth, " ", " ");
+  out += "\n" + breakdown_table(rows);
+  return out;
+}
+
+std::string format_sim_json(std::span<const SimRow> rows, const WorkloadParams& params, const sim::MachineProfile& profile) {
+  nlohmann::json jrows = nlohmann::json::array();
+  for (const SimRow& r : rows) {
+    const RowMeasurement& m = r.measurement;
+    nlohmann::json phases = nlohmann::json::object();
+    for (const PhaseLabel& p : kPhaseLabels) {
+      phases[std::string(sim::to_string(p.phase))] =
+          static_cast<double>(r.latency.phase[static_cast<size_t>(p.phase)].count()) / 1000.0;
+    }
+    jrows.push_back({{"features", m.row.name},
+                     {"postlist", m.row.postlist},
+                     {"inline", m.row.inline_data},
+                     {"signal_period", m.row.signal_period},
+                     {"blueflame", to_string(m.row.blueflame)},
+                     {"messages", m.messages},
+                     {"requester", side_json(kRequesterName, m.requester, m.messages)},
+                     {"responder", side_json(kResponderName, m.responder, m.messages)},
+                     {"post_latency_ns", static_cast<double>(r.latency.total.count()) / 1000.0},
+                     {"post_latency_breakdown_ns", phases},
+                     {"message_rate_per_s", r.message_rate},
+                     {"elapsed_ns", static_cast<double>(r.elapsed.count()) / 1000.0}});
+  }
+  nlohmann::json j = {{"tool", "softhca demo"},
+                      {"mode", "sim"},
+                      {"profile", {{"name", profile.name}, {"description", profile.description}}},
+                      {"operation", "RDMA_WRITE"},
+                      {"transport", "RC"},
+                      {"message_bytes", params.message_bytes},
+                      {"messages_per_row", params.messages},
+                      {"sq_depth", params.sq_depth},
+                      {"rows", jrows},
+                      {"notes", {std::string(kNoteAll), std::string(kSimNote)}}};
   return j.dump(2) + "\n";
 }
 

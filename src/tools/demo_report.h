@@ -7,6 +7,8 @@
 #include <string>
 
 #include "pcie/counters.h"
+#include "sim/machine_profile.h"
+#include "tools/demo_sim.h"
 #include "tools/demo_workload.h"
 
 namespace softhca::tools {
@@ -32,5 +34,10 @@ std::string format_per_message(uint64_t total, uint64_t messages);
 
 std::string format_table(std::span<const RowMeasurement> rows, const WorkloadParams& params);
 std::string format_json(std::span<const RowMeasurement> rows, const WorkloadParams& params);
+
+// The sim demo (demo_sim.h): the same counts table plus the modeled post latency and message
+// rate, then each row's latency along the seed's steps 0-5.
+std::string format_sim_table(std::span<const SimRow> rows, const WorkloadParams& params, const sim::MachineProfile& profile);
+std::string format_sim_json(std::span<const SimRow> rows, const WorkloadParams& params, const sim::MachineProfile& profile);
 
 }  // namespace softhca::tools

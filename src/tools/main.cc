@@ -1,4 +1,5 @@
-// The softhca command-line tool. Subcommands: demo (the seed's experiment in live mode).
+// The softhca command-line tool. Subcommands: demo (the seed's experiment), model (what-ifs on the
+// timing model), stats and trace.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -7,31 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "tools/demo_report.h"
-#include "tools/demo_workload.h"
+#include "tools/demo_cli.h"
+#include "tools/model_cli.h"
+#include "tools/stats_cmd.h"
+#include "tools/trace_cmd.h"
 
 namespace {
 
 constexpr int kExitUsage = 2;
-
-int run_demo(const softhca::tools::WorkloadParams& params, bool json) {
-  // Before the runtime's first use: the demo is two hosts in this process. A value the user set
-  // is kept (and checked when the devices are looked up).
-  setenv("SOFTHCA_NUM_DEVICES", "2", 0);
-  std::vector<softhca::tools::RowMeasurement> rows;
-  for (const softhca::tools::FeatureRow& row : softhca::tools::demo_rows()) {
-    softhca::tools::RowOutcome outcome = softhca::tools::run_live_row(row, params);
-    if (!outcome.ok()) {
-      std::fprintf(stderr, "softhca demo: row \"%.*s\": %s\n", static_cast<int>(row.name.size()),
-                   row.name.data(), outcome.error.c_str());
-      return EXIT_FAILURE;
-    }
-    rows.push_back(outcome.measurement);
-  }
-  std::cout << (json ? softhca::tools::format_json(rows, params) : softhca::tools::format_table(rows, params));
-  std::cout.flush();
-  return std::cout ? EXIT_SUCCESS : EXIT_FAILURE;
-}
 
 }  // namespace
 
@@ -40,19 +24,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("softhca ") + SOFTHCA_VERSION);
   app.require_subcommand(1);
 
-  softhca::tools::WorkloadParams params;
-  bool json = false;
-  CLI::App* demo = app.add_subcommand(
-      "demo", "The seed's experiment: PCIe transactions per 8-byte RDMA WRITE, per feature set");
-  demo->footer(
-      "Posts RDMA WRITEs on an RC QP from softhca_0 to softhca_1, two devices in this process, once\n"
-      "per feature set (none, postlist, inline, unsignaled, BlueFlame, inline+BlueFlame, all), and\n"
-      "prints the PCIe transactions per message from both devices' counters (live mode). Exits 1 if\n"
-      "a write fails or its data does not land. See docs/model.md for the counting rules.");
-  demo->add_option("-n,--messages", params.messages, "RDMA WRITEs per feature set")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
-      ->capture_default_str();
-  demo->add_flag("--json", json, "Print JSON instead of the table");
+  // The seed's experiment and the timing model's what-ifs (issue 4): each runs from its callback.
+  softhca::tools::add_demo_command(app);
+  softhca::tools::add_model_command(app);
+
+  // Observability (issue 5): `stats` and `trace` run from their own callbacks and exit.
+  softhca::tools::add_stats_command(app);
+  softhca::tools::add_trace_command(app);
 
   try {
     app.parse(argc, argv);
@@ -60,6 +38,5 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }
-  if (*demo) return run_demo(params, json);
   return kExitUsage;
 }

@@ -1,0 +1,76 @@
+// The two kinds of resource the timing model places work on, in virtual time (picoseconds):
+//  - Server: serializes work, first come first served in the order requests are made (the model
+//    makes them in time order): CPU threads, PCIe link directions, HCA units, IB ports.
+//  - Pool: a budget of units taken before work starts and given back later at a known time:
+//    PCIe flow-control credits (header and data), DMA read tags, a QP's WQEs in flight.
+// Neither knows about events; timing_model.h drives them.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <limits>
+
+#include "base/units.h"
+
+namespace softhca::sim {
+
+class Server {
+ public:
+  // Occupies the server for `service` from the earliest time >= ready it is free; returns the start.
+  Picoseconds reserve(Picoseconds ready, Picoseconds service) {
+    const Picoseconds start = ready > free_at_ ? ready : free_at_;
+    free_at_ = start + service;
+    busy_ += service;
+    ++operations_;
+    return start;
+  }
+  [[nodiscard]] Picoseconds free_at() const { return free_at_; }
+  [[nodiscard]] Picoseconds busy() const { return busy_; }
+  [[nodiscard]] uint64_t operations() const { return operations_; }
+  void add_bytes(uint64_t n) { bytes_ += n; }
+  [[nodiscard]] uint64_t bytes() const { return bytes_; }
+
+ private:
+  Picoseconds free_at_{0};
+  Picoseconds busy_{0};
+  uint64_t operations_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+// Units come back at known future times (`give_back`), in any order of registration. Takers are
+// served in order: a request that cannot be met waits, and later requests wait behind it.
+class Pool {
+ public:
+  static constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
+
+  // `data` is a second budget taken together with the first (PCIe data credits next to header
+  // credits); kUnlimited for none.
+  explicit Pool(uint64_t units = kUnlimited, uint64_t data = kUnlimited)
+      : units_(units), data_(data), unlimited_(units == kUnlimited && data == kUnlimited) {}
+
+  [[nodiscard]] bool unlimited() const { return unlimited_; }
+
+  // Takes (units, data) at `now` if available (after absorbing returns due by now): true.
+  bool try_take(Picoseconds now, uint64_t units, uint64_t data);
+  // The earliest time >= now at which (units, data) will be available counting the returns known
+  // so far, or nothing if they do not suffice yet.
+  [[nodiscard]] bool earliest(Picoseconds now, uint64_t units, uint64_t data, Picoseconds& at) const;
+  // Registers units and data coming back at `at`.
+  void give_back(Picoseconds at, uint64_t units, uint64_t data);
+  [[nodiscard]] uint64_t available_units() const { return units_; }
+
+ private:
+  struct Return {
+    Picoseconds at;
+    uint64_t units;
+    uint64_t data;
+  };
+  void absorb(Picoseconds now);
+  static uint64_t add(uint64_t a, uint64_t b) { return a == kUnlimited || b == kUnlimited ? kUnlimited : a + b; }
+
+  uint64_t units_;
+  uint64_t data_;
+  bool unlimited_;
+  std::deque<Return> returns_;  // sorted by `at`
+};
+
+}  // namespace softhca::sim

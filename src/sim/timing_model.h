@@ -1,0 +1,153 @@
+// The timing model: places causal chains (chain.h) on the resources of a set of hosts in virtual
+// time, with costs from TimingParams. Per host: CPU threads, the PCIe link's two directions with
+// their flow-control credit pools, DMA read tags, the HCA's units, the IB port; one switch with an
+// egress port per host between them.
+//
+// Rules (docs/timing-model.md):
+//  - a step is ready when all its predecessors' results have arrived, plus its own lead; a
+//    completion TLP also waits the completer's turnaround (rtt - 2 one_way);
+//  - it then takes its pool unit (tags, QP slots) and, for a TLP, its flow-control credits, waiting
+//    in order if they are not there; then its server, first come first served;
+//  - its result arrives after the server's service plus the resource's latency: a TLP one_way, a
+//    packet one cable; a switch egress starts cut-through, a hop after its ingress started; what
+//    follows a posted write up to memory waits only for it to leave the device (result_time());
+//  - credits come back fc_update after the TLP arrived; tags when the read's last completion
+//    arrives; a pool unit when the step that releases it has arrived.
+// Each step is one event at its ready time, so resources are claimed in time order. The model keeps
+// these events in its own queue (plain 16-byte entries, no callbacks): run() interleaves them with
+// the scheduler's events (the workload's CPU), in time order, the scheduler's first at equal
+// times, the model's by (chain, step) among themselves. A
+// packet step (StepKind::kPacket) claims its four resources in that one event, each as soon as the
+// previous is done: exact while each of them is fed by a single one before it, true of two hosts
+// on a switch (the model refuses packets on more hosts). Its pool unit (a QP's WQE slot) comes
+// back when the sender's transmit unit is done with it.
+// Deterministic: integer time, ties broken by scheduling order.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/units.h"
+#include "sim/chain.h"
+#include "sim/resource.h"
+#include "sim/scheduler.h"
+#include "sim/timing_params.h"
+
+namespace softhca::sim {
+
+// A chain checked and indexed for placement (compile()); placed any number of times.
+struct ChainTemplate;
+
+// When each step of a chain was ready, started, finished and had its result arrive.
+struct StepTimes {
+  Picoseconds ready{0};
+  Picoseconds start{0};
+  Picoseconds done{0};
+  Picoseconds arrive{0};
+};
+
+// When the result of step `pred` (placed at `t`) is there for its successor `succ`: normally when
+// it arrives; for a switch forwarding cut-through, a hop's latency after the packet's head
+// arrived (start + cable); for a posted write up to memory, as soon as it has left the device
+// (done): the HCA needs no answer to go on, and PCIe keeps posted writes in order.
+Picoseconds result_time(const Step& pred, const StepTimes& t, const Step& succ);
+
+class ChainListener {
+ public:
+  virtual ~ChainListener() = default;
+  // A step with a non-zero tag has been placed (its times are final). Called at its ready time.
+  virtual void on_tagged_step(uint32_t tag, const StepTimes& times) = 0;
+};
+
+// Utilization of one resource over a run.
+struct ResourceUse {
+  std::string_view name;
+  uint32_t host = 0;
+  Picoseconds busy{0};
+  uint64_t operations = 0;
+  uint64_t bytes = 0;
+};
+
+class TimingModel {
+ public:
+  TimingModel(Scheduler& scheduler, const TimingParams& params, uint32_t hosts);
+  ~TimingModel();
+  TimingModel(const TimingModel&) = delete;
+  TimingModel& operator=(const TimingModel&) = delete;
+
+  // A new pool of `units` (for example one QP's WQE slots); returns its id for Step::acquire_pool.
+  uint32_t add_pool(uint64_t units);
+  // The DMA read tags of a host's HCA (taken by read requests, given back by their last completion).
+  [[nodiscard]] uint32_t tag_pool(uint32_t host) const;
+
+  // Places a chain whose first steps become ready at `start`. `times`, if given, receives every
+  // step's times (sized to the chain) as they are placed and must outlive the chain's placement.
+  // The builder is consumed (left empty, its storage reused).
+  void submit(ChainBuilder& chain, Picoseconds start, ChainListener* listener,
+              std::vector<StepTimes>* times = nullptr);
+  // Checks and indexes a chain once (the builder is consumed), to place it many times.
+  std::shared_ptr<const ChainTemplate> compile(ChainBuilder& chain);
+  // Places a compiled chain; the listener hears tag_base + each tagged step's tag.
+  void submit(const std::shared_ptr<const ChainTemplate>& chain, Picoseconds start, ChainListener* listener,
+              uint32_t tag_base, std::vector<StepTimes>* times = nullptr);
+
+  // Runs the model's steps and the scheduler's events in time order until both are empty.
+  void run();
+  // The model's own next step, if any; run_next() places it (the caller keeps time order).
+  [[nodiscard]] bool has_pending() const { return !queue_.empty(); }
+  [[nodiscard]] Picoseconds next_time() const;
+  void run_next();
+  [[nodiscard]] Picoseconds now() const { return now_; }
+
+  // Chains not yet completely placed.
+  [[nodiscard]] size_t chains_in_flight() const { return active_; }
+  [[nodiscard]] uint64_t steps_placed() const { return steps_placed_; }
+  [[nodiscard]] const TimingParams& params() const { return params_; }
+  Scheduler& scheduler() { return scheduler_; }
+
+  // Busy time, operations and bytes of every server (CPU threads, links, units, ports).
+  [[nodiscard]] std::vector<ResourceUse> resource_use() const;
+
+ private:
+  struct Chain;
+  struct HostResources;
+  void run_step(uint32_t chain, uint32_t step);
+  // Takes `units`/`data` of pool `pool` for (chain, step) at now; false if it must wait (it is then
+  // queued, and run again when the pool can serve it).
+  bool take(uint32_t pool, uint64_t units, uint64_t data, uint32_t chain, uint32_t step);
+  void give_back(uint32_t pool, Picoseconds at, uint64_t units, uint64_t data);
+  void wake_head(uint32_t pool);
+  uint32_t credit_pool(uint32_t host, LinkDir dir, TlpClass cls) const;
+  Server& server_for(const Step& s);
+  Picoseconds service_of(const Step& s) const;
+  Picoseconds latency_of(const Step& s) const;
+  Picoseconds ib_serialization(uint32_t bytes) const;
+  Picoseconds place_packet(const Step& s, Picoseconds now, StepTimes& t);
+  void schedule_step(uint32_t chain, uint32_t step, Picoseconds at);
+  uint32_t take_chain();
+
+  __extension__ using Key = unsigned __int128;  // time << 64 | chain << 32 | step
+  void queue_push(Key k);
+  void queue_pop();
+
+  Scheduler& scheduler_;
+  TimingParams params_;
+  std::vector<Key> queue_;  // 4-ary min-heap of ready steps
+  Picoseconds now_{0};
+  std::vector<HostResources> hosts_;
+  std::vector<Pool> pools_;
+  struct Waiter {
+    uint32_t chain;
+    uint32_t step;
+    uint64_t units;
+    uint64_t data;
+    bool scheduled;  // a retry is already scheduled
+  };
+  std::vector<std::deque<Waiter>> waiters_;  // per pool
+  std::vector<std::unique_ptr<Chain>> chains_;
+  std::vector<uint32_t> free_chains_;
+  size_t active_ = 0;
+  uint64_t steps_placed_ = 0;
+};
+
+}  // namespace softhca::sim

@@ -1,0 +1,321 @@
+#include "tools/model_recorder.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "fabric/packet/headers.h"
+#include "fabric/packet/opcode.h"
+
+namespace softhca::tools {
+
+namespace {
+
+using pcie::TlpCause;
+using pcie::TlpType;
+using sim::kNoPool;
+using sim::kNoStep;
+using sim::Phase;
+using sim::Step;
+using sim::StepKind;
+
+constexpr uint8_t kLnhGlobal = 0x3;  // LRH LNH: a GRH follows (IBA 7.7.3)
+
+// What the recorder needs from a packet's headers: destination LID and the BTH opcode's meaning.
+struct PacketView {
+  bool valid = false;
+  uint16_t dlid = 0;
+  fabric::OpcodeInfo op;
+};
+
+PacketView view(std::span<const uint8_t> p) {
+  PacketView v;
+  if (p.size() < fabric::kLrhBytes + fabric::kBthBytes) return v;
+  v.dlid = static_cast<uint16_t>((p[2] << 8) | p[3]);
+  const size_t bth = fabric::kLrhBytes + ((p[1] & 0x3) == kLnhGlobal ? fabric::kGrhBytes : 0);
+  if (p.size() < bth + fabric::kBthBytes) return v;
+  v.op = fabric::opcode_info(p[bth]);
+  v.valid = v.op.valid;
+  return v;
+}
+
+bool is_response(const fabric::OpcodeInfo& op) {
+  return op.kind == fabric::OpKind::kAcknowledge || op.kind == fabric::OpKind::kRdmaReadResponse ||
+         op.kind == fabric::OpKind::kAtomicAcknowledge;
+}
+
+// The device of a LID: device i has LID i + 1 (hca::default_device_config).
+uint32_t device_of_lid(uint16_t lid) { return lid == 0 ? 0 : static_cast<uint32_t>(lid - 1); }
+
+sim::TlpClass class_of(TlpType t) {
+  switch (t) {
+    case TlpType::kMWr: return sim::TlpClass::kPosted;
+    case TlpType::kMRd: return sim::TlpClass::kNonPosted;
+    case TlpType::kCplD: return sim::TlpClass::kCompletion;
+  }
+  return sim::TlpClass::kPosted;
+}
+
+}  // namespace
+
+ChainRecorder::ChainRecorder(std::vector<uint32_t> tag_pools)
+    : tag_pools_(std::move(tag_pools)), devices_(tag_pools_.size()), in_flight_(tag_pools_.size()) {}
+
+ChainRecorder::Device& ChainRecorder::device(uint32_t d) {
+  if (d >= devices_.size()) throw std::out_of_range("model recorder: an event of a device outside the model's hosts");
+  return devices_[d];
+}
+
+void ChainRecorder::begin(sim::ChainBuilder& out, const PostInfo& info) {
+  out.clear();
+  out_ = &out;
+  info_ = info;
+  cqes_ = 0;
+  doorbells_ = 0;
+  blueflame_lines_ = 0;
+  for (Device& d : devices_) d = Device{};
+  for (auto& q : in_flight_) q.clear();
+  Step cpu;
+  cpu.kind = StepKind::kCpu;
+  cpu.phase = Phase::kCpuBuild;
+  cpu.host = static_cast<uint8_t>(info.requester);
+  cpu.index = info.thread;
+  cpu.cost = info.cpu_cost;
+  root_ = out.add(cpu);
+  device(info.requester);
+}
+
+uint32_t ChainRecorder::end() {
+  if (out_ == nullptr) return 0;
+  for (Device& d : devices_) close_read(d);
+  for (const auto& q : in_flight_) {
+    if (!q.empty()) throw std::logic_error("model recorder: a packet was sent but never received in its post");
+  }
+  out_ = nullptr;
+  return cqes_;
+}
+
+uint32_t ChainRecorder::add_tlp(uint32_t d, const pcie::Tlp& tlp, Phase phase, uint32_t p0, uint32_t p1) {
+  Step s;
+  s.kind = StepKind::kTlp;
+  s.phase = phase;
+  s.host = static_cast<uint8_t>(d);
+  s.dir = tlp.dir == pcie::Direction::kDownstream ? sim::LinkDir::kDown : sim::LinkDir::kUp;
+  s.tlp_class = class_of(tlp.type);
+  s.bytes = tlp.wire_bytes;
+  s.payload_bytes = tlp.payload_bytes;
+  return out_->add(s, p0, p1);
+}
+
+// The doorbell or BlueFlame write reaches the HCA's doorbell unit: the first device-side event
+// after the MMIO TLPs triggers it.
+uint32_t ChainRecorder::hand_doorbell_to_hca(Device& dev) {
+  if (dev.send.mmio_last != kNoStep) {
+    Step s;
+    s.kind = StepKind::kHcaUnit;
+    s.unit = sim::HcaUnit::kDoorbell;
+    s.phase = Phase::kDoorbell;
+    s.host = out_->at(dev.send.mmio_last).host;
+    dev.send.trigger = out_->add(s, dev.send.mmio_last);
+    dev.send.mmio_last = kNoStep;
+  }
+  return dev.send.trigger;
+}
+
+// WQE k is parsed once the completion holding its last byte has arrived (or, after BlueFlame,
+// once the doorbell unit has it). It takes one of its QP's WQE slots until it is transmitted.
+void ChainRecorder::start_wqe(Device& dev) {
+  SendContext& sc = dev.send;
+  uint32_t pred = sc.trigger;
+  if (!sc.wqe_cplds.empty()) {
+    const uint64_t per_wqe = sc.wqe_bytes / (info_.wqes == 0 ? 1 : info_.wqes);
+    const uint64_t need = per_wqe * (sc.wqe_index + 1);
+    pred = sc.wqe_cplds.back().second;
+    for (const auto& [bytes, step] : sc.wqe_cplds) {
+      if (bytes >= need) {
+        pred = step;
+        break;
+      }
+    }
+  }
+  Step s;
+  s.kind = StepKind::kHcaUnit;
+  s.unit = sim::HcaUnit::kWqe;
+  s.phase = Phase::kWqeFetch;
+  s.host = static_cast<uint8_t>(info_.requester);
+  s.acquire_pool = info_.qp_slots;
+  // A WQE executed while the device handles a response (it waited for max_rd_atomic or a fence)
+  // also waits for that response.
+  const uint32_t p1 = dev.rx.active ? dev.rx.tail : kNoStep;
+  sc.wqe_step = out_->add(s, pred == kNoStep ? root_ : pred, p1);
+  ++sc.wqe_index;
+  sc.payload_last = kNoStep;
+}
+
+void ChainRecorder::close_mrd(Device& dev) {
+  ReadState& r = dev.read;
+  if (r.mrd == kNoStep) return;
+  // The read's tag comes back with its last completion.
+  const uint32_t releaser = r.last_cpld != kNoStep ? r.last_cpld : r.mrd;
+  out_->at(releaser).release_pool = out_->at(r.mrd).acquire_pool;
+  r.mrd = kNoStep;
+  r.last_cpld = kNoStep;
+}
+
+void ChainRecorder::close_read(Device& dev) {
+  close_mrd(dev);
+  dev.read.open = false;
+}
+
+void ChainRecorder::on_read_tlp(uint32_t d, Device& dev, const pcie::Tlp& tlp, uint32_t pred, Phase phase) {
+  ReadState& r = dev.read;
+  if (tlp.type == TlpType::kMRd) {
+    close_mrd(dev);
+    // An MRd continuing the same transfer (the next MRRS piece) is issued with the first one.
+    if (!(r.open && r.cause == tlp.cause && r.next_addr == tlp.address)) {
+      close_read(dev);
+      r.open = true;
+      r.cause = tlp.cause;
+      r.pred = pred;
+      r.phase = phase;
+    }
+    r.next_addr = tlp.address + tlp.read_bytes;
+    r.mrd = add_tlp(d, tlp, r.phase, r.pred);
+    out_->at(r.mrd).acquire_pool = tag_pools_.at(d);
+    return;
+  }
+  // A CplD answers the last MRd.
+  const uint32_t mrd = r.mrd != kNoStep ? r.mrd : pred;
+  r.last_cpld = add_tlp(d, tlp, r.phase, mrd);
+}
+
+void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
+  if (out_ == nullptr) return;
+  ++events_;
+  Device& dev = device(d);
+  const bool requester = d == info_.requester;
+
+  // CPU -> device: the post's doorbell or BlueFlame lines (all wait for the CPU's post).
+  if (tlp.cause == TlpCause::kDoorbell || tlp.cause == TlpCause::kBlueFlame || tlp.cause == TlpCause::kCqArm) {
+    dev.send.mmio_last = add_tlp(d, tlp, Phase::kDoorbell, root_);
+    if (tlp.cause == TlpCause::kDoorbell) ++doorbells_;
+    if (tlp.cause == TlpCause::kBlueFlame) ++blueflame_lines_;
+    return;
+  }
+  if (tlp.type != TlpType::kCplD && dev.read.open && tlp.type != TlpType::kMRd) close_read(dev);
+
+  // Requester send pipeline: WQE fetch and payload gather.
+  if (requester && tlp.cause == TlpCause::kWqeRead) {
+    const uint32_t trigger = hand_doorbell_to_hca(dev);
+    on_read_tlp(d, dev, tlp, trigger == kNoStep ? root_ : trigger, Phase::kWqeFetch);
+    if (tlp.type == TlpType::kCplD) {
+      dev.send.wqe_bytes += tlp.payload_bytes;
+      dev.send.wqe_cplds.emplace_back(dev.send.wqe_bytes, dev.read.last_cpld);
+    }
+    return;
+  }
+  if (requester && tlp.cause == TlpCause::kPayloadRead) {
+    hand_doorbell_to_hca(dev);
+    if (dev.send.wqe_step == kNoStep) start_wqe(dev);
+    on_read_tlp(d, dev, tlp, dev.send.wqe_step, Phase::kPayloadFetch);
+    if (tlp.type == TlpType::kCplD) dev.send.payload_last = dev.read.last_cpld;
+    return;
+  }
+
+  // Receive side: what the packet being handled makes the device do.
+  RxContext& rx = dev.rx;
+  const uint32_t cause_step = rx.cursor != kNoStep ? rx.cursor : root_;
+  const Phase rx_phase = rx.response ? Phase::kAck : Phase::kRemoteWrite;
+  switch (tlp.cause) {
+    case TlpCause::kCqeWrite:
+    case TlpCause::kEqeWrite:
+    case TlpCause::kInterrupt: {
+      Step unit;
+      unit.kind = StepKind::kHcaUnit;
+      unit.unit = sim::HcaUnit::kCompletion;
+      unit.phase = Phase::kCqeWrite;
+      unit.host = static_cast<uint8_t>(d);
+      const uint32_t u = out_->add(unit, rx.tail != kNoStep ? rx.tail : cause_step);
+      const uint32_t w = add_tlp(d, tlp, Phase::kCqeWrite, u);
+      if (tlp.cause == TlpCause::kCqeWrite && requester && info_.first_cqe_tag != 0) {
+        out_->at(w).tag = info_.first_cqe_tag + cqes_;
+        ++cqes_;
+      }
+      rx.tail = w;
+      return;
+    }
+    case TlpCause::kPayloadWrite: {
+      rx.tail = add_tlp(d, tlp, rx_phase, cause_step);
+      return;
+    }
+    case TlpCause::kAtomic:
+      if (tlp.type == TlpType::kMWr) {
+        rx.tail = add_tlp(d, tlp, Phase::kRemoteWrite, cause_step);
+        return;
+      }
+      [[fallthrough]];
+    default: {
+      // Reads the receive side needs before it can go on (receive WQE, doorbell record, READ
+      // response data, the atomic's old value): what follows waits for their completions.
+      on_read_tlp(d, dev, tlp, cause_step, rx_phase);
+      if (tlp.type == TlpType::kCplD) rx.cursor = rx.tail = dev.read.last_cpld;
+      return;
+    }
+  }
+}
+
+uint32_t ChainRecorder::transmit(uint32_t d, uint32_t bytes, uint32_t dst, Phase phase, uint32_t p0, uint32_t p1) {
+  Step pkt;
+  pkt.kind = StepKind::kPacket;
+  pkt.phase = phase;
+  pkt.host = static_cast<uint8_t>(d);
+  pkt.index = static_cast<uint16_t>(dst);
+  pkt.bytes = bytes;
+  const uint32_t t = out_->add(pkt, p0, p1);
+  device(dst);
+  in_flight_[dst].push_back(InFlight{t, phase});
+  return t;
+}
+
+void ChainRecorder::on_packet(uint64_t, uint32_t d, runtime::PacketDirection dir, std::span<const uint8_t> packet) {
+  if (out_ == nullptr) return;
+  ++events_;
+  Device& dev = device(d);
+  const PacketView v = view(packet);
+  const auto bytes = static_cast<uint32_t>(packet.size());
+  if (dir == runtime::PacketDirection::kReceived) {
+    close_read(dev);
+    if (in_flight_[d].empty()) throw std::logic_error("model recorder: a packet arrived that no device sent");
+    const InFlight f = in_flight_[d].front();
+    in_flight_[d].pop_front();
+    // The packet step ends with the receive unit: the packet has been handled here.
+    const uint32_t r = f.arrival;
+    dev.rx = RxContext{true, v.valid && is_response(v.op), r, r};
+    return;
+  }
+  const uint32_t dst = v.valid ? device_of_lid(v.dlid) : d;
+  const bool request = !(v.valid && is_response(v.op));
+  if (d == info_.requester && request) {
+    // The requester's send pipeline: the packet waits for its payload (or its WQE), and for the
+    // packet before it.
+    close_read(dev);
+    hand_doorbell_to_hca(dev);
+    if (dev.send.wqe_step == kNoStep) start_wqe(dev);
+    // Packets leave in the order the pipeline makes them: the transmit unit serves them first
+    // come first served, so no edge to the previous packet is needed.
+    const uint32_t data = dev.send.payload_last != kNoStep ? dev.send.payload_last : dev.send.wqe_step;
+    const uint32_t t = transmit(d, bytes, dst, Phase::kWire, data, kNoStep);
+    dev.send.payload_last = kNoStep;
+    if (!v.valid || v.op.ends_message() || v.op.kind == fabric::OpKind::kRdmaReadRequest) {
+      // The WQE has left: its slot is free once the transmit unit handled its last packet.
+      out_->at(t).release_pool = info_.qp_slots;
+      dev.send.wqe_step = kNoStep;
+    }
+    return;
+  }
+  // A reply (ACK, READ response, atomic ACK) or a responder's own packet: after what it answers.
+  close_read(dev);
+  const uint32_t after = dev.rx.tail != kNoStep ? dev.rx.tail : root_;
+  transmit(d, bytes, dst, Phase::kAck, after, kNoStep);
+}
+
+}  // namespace softhca::tools

@@ -1,0 +1,90 @@
+// Closed-loop workloads in virtual time: the workload generator posts through the real verbs API
+// (the same driver and device code as live mode) on a sim-mode runtime installed for this process
+// (a virtual clock, taps, no agent thread), records each post's causal chain (model_recorder.h)
+// and places it on the timing model (sim/timing_model.h). It posts again when its modeled
+// completions have arrived and its send queue has room. Two hosts: softhca_0 posts, softhca_1
+// answers. Deterministic: the same profile and workload give the same result, bit for bit.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "driver/provider.h"
+#include "pcie/counters.h"
+#include "pcie/pcie_config.h"
+#include "sim/chain.h"
+#include "sim/machine_profile.h"
+#include "sim/timing_model.h"
+
+namespace softhca::tools {
+
+enum class Operation : uint8_t { kWrite, kRead, kSend, kAtomic };
+std::string_view to_string(Operation op);
+std::optional<Operation> operation_from_string(std::string_view s);
+
+struct Workload {
+  Operation op = Operation::kWrite;
+  uint32_t size_bytes = 8;        // per message (atomics: 8)
+  uint64_t messages = 1024;       // in total, spread over the QPs
+  uint32_t qps = 1;               // RC QPs from host 0 to host 1
+  uint32_t threads = 1;           // CPU threads of host 0; QP q belongs to thread q % threads
+  uint32_t postlist = 1;          // WRs per ibv_post_send
+  bool inline_data = false;       // IBV_SEND_INLINE (write and send only)
+  uint32_t signal_period = 1;     // one signaled WR in this many (and always the QP's last)
+  driver::BlueFlameMode blueflame = driver::BlueFlameMode::kOff;
+  uint32_t queue_depth = 128;     // send queue depth (max_send_wr) per QP
+};
+// An error message when the workload cannot run (sizes, limits, a closed loop that would stall).
+std::optional<std::string> validate(const Workload& w);
+
+// The seed's steps 0-5 of one post on an idle machine: where its time goes.
+struct LatencyBreakdown {
+  Picoseconds total{0};  // from the start of ibv_post_send to the CPU having polled the CQE
+  std::array<Picoseconds, sim::kPhaseCount> phase{};  // along the critical path; sums to total
+};
+
+struct RunResult {
+  Workload workload;
+  uint64_t messages = 0;
+  Picoseconds elapsed{0};    // first post to last completion polled
+  double message_rate = 0;   // messages per second of virtual time
+  double goodput_gbps = 0;   // message payload bytes per second, in Gb/s
+  pcie::CounterSnapshot requester;  // softhca_0's PCIe counters over the run
+  pcie::CounterSnapshot responder;  // softhca_1's
+  Picoseconds cpu_busy{0};          // host 0's CPU threads, summed
+  std::vector<sim::ResourceUse> resources;
+  uint64_t scheduler_events = 0;
+  uint64_t steps = 0;
+  uint64_t replayed_posts = 0;  // posts whose chain was replayed (RunOptions::replay)
+};
+
+struct RunOptions {
+  // Replay mode, for long runs: every post of a QP's first period (lcm of queue depth, signal
+  // period and postlist WRs) goes through the device; posts of later whole periods reuse the chain
+  // the same post of the first period recorded (a closed loop of one shape repeats itself: ring
+  // offsets, payload slots and the signaled pattern), their PCIe counts are added likewise; the
+  // tail runs through the device again. Same counts and times as a full run, many times faster.
+  bool replay = false;
+};
+
+// The PCIe byte model a profile implies (P3, P4, P6, K2), for the runtime's devices.
+pcie::PcieConfig pcie_config_of(const sim::MachineProfile& p);
+
+// Makes sure this process's runtime is the sim-mode one, with two devices and the byte model of
+// `p`. The first call installs it (before any verbs call); later calls check that the byte model
+// has not changed. Throws std::runtime_error when that cannot be (a live runtime is already in
+// use, or a profile with another byte model was used first).
+void ensure_sim_runtime(const sim::MachineProfile& p);
+
+// Runs the workload closed-loop to the end. Throws std::invalid_argument (bad workload) or
+// std::runtime_error (a verbs call or a completion failed).
+RunResult run_closed_loop(const sim::MachineProfile& p, const Workload& w, const RunOptions& options = {});
+
+// One post of `w.postlist` WRs (only the last signaled) on an idle machine, through completion
+// and poll; the time of each of the seed's steps along the critical path.
+LatencyBreakdown measure_latency(const sim::MachineProfile& p, const Workload& w);
+
+}  // namespace softhca::tools

@@ -1,0 +1,183 @@
+#include "tools/stats_cmd.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace softhca::tools {
+
+namespace {
+
+using nlohmann::json;
+
+// The packet counters in the order the table shows them, with their labels.
+struct PacketRow {
+  const char* key;
+  const char* label;
+};
+constexpr PacketRow kPacketRows[] = {
+    {"sent", "packets sent"},
+    {"bytes_sent", "bytes sent"},
+    {"received", "packets received"},
+    {"bytes_received", "bytes received"},
+    {"acks_sent", "ACKs sent"},
+    {"naks_sent", "NAKs sent"},
+    {"rnr_naks_sent", "RNR NAKs sent"},
+    {"retransmitted", "packets retransmitted"},
+    {"timeouts", "ACK timeouts"},
+    {"duplicates", "duplicates received"},
+    {"cqes_written", "CQEs written"},
+    {"cq_overruns", "CQ overruns"},
+};
+
+// Throws std::runtime_error naming what is missing.
+void check_dump(const json& dump) {
+  if (!dump.is_object() || !dump.contains("devices") || !dump["devices"].is_array()) {
+    throw std::runtime_error("not a SOFTHCA_STATS dump: no \"devices\" array");
+  }
+  for (const json& d : dump["devices"]) {
+    if (!d.is_object() || !d.contains("device") || !d["device"].is_string()) {
+      throw std::runtime_error("a device entry has no \"device\" name");
+    }
+    const std::string name = d["device"];
+    if (!d.contains("pcie") || !d["pcie"].contains("tlps") || !d["pcie"]["tlps"].is_array()) {
+      throw std::runtime_error(name + ": no \"pcie\".\"tlps\" array");
+    }
+    for (const json& t : d["pcie"]["tlps"]) {
+      for (const char* k : {"type", "cause", "direction"}) {
+        if (!t.contains(k) || !t[k].is_string()) throw std::runtime_error(name + ": a TLP row has no \"" + k + "\"");
+      }
+      for (const char* k : {"tlps", "payload_bytes", "wire_bytes"}) {
+        if (!t.contains(k) || !t[k].is_number_unsigned()) {
+          throw std::runtime_error(name + ": a TLP row has no count \"" + k + "\"");
+        }
+      }
+    }
+    if (!d.contains("packets") || !d["packets"].is_object()) throw std::runtime_error(name + ": no \"packets\"");
+  }
+}
+
+std::string pad(const std::string& s, size_t width, bool right) {
+  if (s.size() >= width) return s;
+  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+}
+
+// A table with a header row; numbers right-aligned (every column but the first `text_columns`).
+void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows, size_t text_columns) {
+  std::vector<size_t> widths;
+  for (const auto& r : rows) {
+    widths.resize(std::max(widths.size(), r.size()));
+    for (size_t i = 0; i < r.size(); ++i) widths[i] = std::max(widths[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    std::string line = " ";
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += ' ';
+      line += pad(r[i], widths[i], i >= text_columns);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+}
+
+uint64_t count(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
+}
+
+void print_device(std::ostream& out, const json& d) {
+  out << d["device"].get<std::string>() << "\n";
+  std::vector<std::vector<std::string>> rows{{"PCIe", "cause", "direction", "TLPs", "payload [B]", "wire [B]"}};
+  uint64_t tlps = 0;
+  uint64_t payload = 0;
+  uint64_t wire = 0;
+  for (const json& t : d["pcie"]["tlps"]) {
+    rows.push_back({t["type"].get<std::string>(), t["cause"].get<std::string>(), t["direction"].get<std::string>(),
+                    std::to_string(count(t, "tlps")),
+                    std::to_string(count(t, "payload_bytes")), std::to_string(count(t, "wire_bytes"))});
+    tlps += count(t, "tlps");
+    payload += count(t, "payload_bytes");
+    wire += count(t, "wire_bytes");
+  }
+  if (rows.size() == 1) rows.push_back({"(none)", "", "", "0", "0", "0"});
+  rows.push_back({"total", "", "", std::to_string(tlps), std::to_string(payload), std::to_string(wire)});
+  print_table(out, rows, 3);
+  out << "  wire bytes: downstream " << count(d["pcie"], "wire_bytes_downstream") << ", upstream "
+      << count(d["pcie"], "wire_bytes_upstream") << "\n\n";
+
+  const json& p = d["packets"];
+  std::vector<std::vector<std::string>> prow{{"fabric", "count"}};
+  for (const PacketRow& r : kPacketRows) prow.push_back({r.label, std::to_string(count(p, r.key))});
+  uint64_t dropped = 0;
+  if (p.contains("dropped") && p["dropped"].is_object()) {
+    for (const auto& [reason, n] : p["dropped"].items()) {
+      if (!n.is_number()) continue;
+      dropped += n.get<uint64_t>();
+      if (n.get<uint64_t>() != 0) prow.push_back({"dropped: " + reason, std::to_string(n.get<uint64_t>())});
+    }
+  }
+  prow.push_back({"dropped (all reasons)", std::to_string(dropped)});
+  print_table(out, prow, 1);
+}
+
+}  // namespace
+
+int run_stats(const StatsOptions& options, std::ostream& out, std::ostream& err) {
+  std::ifstream in(options.path);
+  if (!in) {
+    err << "softhca stats: cannot open " << options.path << "\n";
+    return EXIT_FAILURE;
+  }
+  const json dump = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (dump.is_discarded()) {
+    err << "softhca stats: " << options.path << " is not JSON\n";
+    return EXIT_FAILURE;
+  }
+  try {
+    check_dump(dump);
+  } catch (const std::exception& e) {
+    err << "softhca stats: " << options.path << ": " << e.what() << "\n";
+    return EXIT_FAILURE;
+  }
+  if (options.json) {
+    out << dump.dump(2) << "\n";  // nlohmann::json keeps object keys sorted
+  } else {
+    bool first = true;
+    for (const json& d : dump["devices"]) {
+      if (!first) out << "\n";
+      first = false;
+      print_device(out, d);
+    }
+    if (dump["devices"].empty()) out << "(no devices)\n";
+  }
+  out.flush();
+  return out ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+void add_stats_command(CLI::App& app) {
+  auto opts = std::make_shared<StatsOptions>();
+  CLI::App* sub = app.add_subcommand("stats", "Show the counters of a SOFTHCA_STATS dump as a table or JSON");
+  sub->footer(
+      "FILE is what a program run with SOFTHCA_STATS=FILE wrote at exit: per device, the PCIe\n"
+      "transactions by type and cause (TLPs, payload and wire bytes) and the packet counters.\n"
+      "Per-QP counters and the counters of a running program are not available yet.");
+  sub->add_option("FILE", opts->path, "A SOFTHCA_STATS dump")->required();
+  sub->add_flag("--json", opts->json, "Print the dump as normalized JSON instead of the table");
+  sub->callback([opts] {
+    const int rc = run_stats(*opts, std::cout, std::cerr);
+    std::cout.flush();
+    std::exit(rc);
+  });
+}
+
+}  // namespace softhca::tools
