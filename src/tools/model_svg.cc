@@ -1,4 +1,5 @@
 #include "tools/model_svg.h"
+#include "tools/xml_escape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,20 +34,6 @@ std::string label(double v) {
     std::snprintf(buf, sizeof buf, "%.3g", v);
   }
   return buf;
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 // A "nice" tick step (1, 2 or 5 times a power of ten) giving about `ticks` intervals over span.
@@ -92,9 +79,9 @@ std::string render_svg(const Plot& plot) {
   o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) + "\" height=\"" + num(kHeight) +
        "\" viewBox=\"0 0 " + num(kWidth) + " " + num(kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o += "<text x=\"" + num(kLeft) + "\" y=\"24\" font-size=\"15\" font-weight=\"bold\">" + escape(plot.title) + "</text>\n";
+  o += "<text x=\"" + num(kLeft) + "\" y=\"24\" font-size=\"15\" font-weight=\"bold\">" + xml_escape(plot.title) + "</text>\n";
   if (!plot.subtitle.empty()) {
-    o += "<text x=\"" + num(kLeft) + "\" y=\"42\" fill=\"#555\">" + escape(plot.subtitle) + "</text>\n";
+    o += "<text x=\"" + num(kLeft) + "\" y=\"42\" fill=\"#555\">" + xml_escape(plot.subtitle) + "</text>\n";
   }
   // Grid and y ticks.
   for (double y = 0; y <= ytop + ystep / 2; y += ystep) {
@@ -121,9 +108,9 @@ std::string render_svg(const Plot& plot) {
   o += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(kTop + ph) + "\" x2=\"" + num(kLeft + pw) + "\" y2=\"" +
        num(kTop + ph) + "\" stroke=\"black\"/>\n";
   o += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(kHeight - 18) + "\" text-anchor=\"middle\">" +
-       escape(plot.x_label) + (log_x ? " (log scale)" : "") + "</text>\n";
+       xml_escape(plot.x_label) + (log_x ? " (log scale)" : "") + "</text>\n";
   o += "<text transform=\"translate(20 " + num(kTop + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
-       escape(plot.y_label) + "</text>\n";
+       xml_escape(plot.y_label) + "</text>\n";
   // Series and legend.
   for (size_t i = 0; i < plot.series.size(); ++i) {
     const PlotSeries& s = plot.series[i];
@@ -139,7 +126,7 @@ std::string render_svg(const Plot& plot) {
     const double lx = kLeft + pw + 16;
     o += "<line x1=\"" + num(lx) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(lx + 24) + "\" y2=\"" + num(ly) +
          "\" stroke=\"" + color + "\" stroke-width=\"2\"/>\n";
-    o += "<text x=\"" + num(lx + 30) + "\" y=\"" + num(ly + 4) + "\">" + escape(s.name) + "</text>\n";
+    o += "<text x=\"" + num(lx + 30) + "\" y=\"" + num(ly + 4) + "\">" + xml_escape(s.name) + "</text>\n";
   }
   o += "</svg>\n";
   return o;

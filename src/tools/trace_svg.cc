@@ -1,4 +1,5 @@
 #include "tools/trace_svg.h"
+#include "tools/xml_escape.h"
 
 #include <algorithm>
 #include <array>
@@ -93,20 +94,6 @@ bool is_ack_opcode(const fabric::PacketSummary& p) {
 bool same_packet(const fabric::PacketSummary& a, const fabric::PacketSummary& b) {
   return a.valid == b.valid && a.opcode == b.opcode && a.psn == b.psn && a.dest_qp == b.dest_qp &&
          a.slid == b.slid && a.dlid == b.dlid && a.wire_bytes == b.wire_bytes;
-}
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 // Colours per arrow style (Tableau 10), and the name of its arrowhead marker.
