@@ -1,0 +1,44 @@
+// What the host kernel does for the user-space driver (the part of mlx5_ib/ib_uverbs the data path
+// relies on): DMA-coherent memory for rings and doorbell records, pinning of registered memory
+// (which yields its DMA address), and interrupt vectors that user space can poll. The driver uses
+// it; the runtimes implement it (in one process: plain memory and eventfds; across processes:
+// shared memory and sockets, docs/live-mode.md).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace softhca::pcie {
+
+struct DmaMemory {
+  uint8_t* data = nullptr;  // page-aligned, zeroed
+  size_t size = 0;          // whole pages
+  uint64_t dma_addr = 0;    // what the device is told
+  [[nodiscard]] bool valid() const { return data != nullptr; }
+};
+
+class HostKernel {
+ public:
+  virtual ~HostKernel() = default;
+
+  // Memory the device can reach, rounded up to whole pages (at least one), zeroed. Invalid with
+  // errno set on failure.
+  virtual DmaMemory alloc_coherent(size_t bytes) = 0;
+  virtual void free_coherent(const DmaMemory& memory) = 0;
+
+  // Memory registration: makes [addr, addr + len) reachable by the device and returns the DMA
+  // address of addr (the range is contiguous in DMA space), or 0 with errno set. len may be 0.
+  // Pins nest: each pin is undone by one unpin of the same range.
+  virtual uint64_t pin_user(const void* addr, size_t len) = 0;
+  virtual void unpin_user(const void* addr, size_t len) = 0;
+
+  // An interrupt vector: returns a file descriptor that becomes readable when the device raises
+  // *vector (HostBridge::deliver_msi), or -1 with errno. The fd is what applications poll.
+  virtual int alloc_vector(uint64_t* vector) = 0;
+  virtual void free_vector(uint64_t vector, int fd) = 0;
+  // Waits for the vector behind fd to fire and consumes one firing (or all pending ones). Blocks
+  // unless fd is non-blocking (O_NONBLOCK set by the application): then 0 or -1 with errno EAGAIN.
+  // Returns 0 when it fired, -1 with errno otherwise (EINTR included).
+  virtual int wait_vector(int fd) = 0;
+};
+
+}  // namespace softhca::pcie
