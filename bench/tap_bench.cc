@@ -53,6 +53,7 @@ struct Side {
     link.cmd = &slot.commands();
     link.uar_index = slot.acquire_uar();
     link.blueflame = driver::BlueFlameMode::kOff;
+    link.kernel = &slot.kernel();
     ctx = &driver::open_context(&device, link, -1, -1)->context;
     pd = driver::alloc_pd(ctx);
     check(pd != nullptr, "alloc_pd");

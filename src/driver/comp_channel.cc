@@ -1,15 +1,13 @@
 // Completion channels as event queues: a ring of hwif::Eqe in host memory that the device fills
-// (owner = pass number & 1, the other bytes first) and an eventfd it writes as the interrupt
-// (CreateEqIn.irq_fd). channel->fd is that eventfd, so applications can poll() it.
-// get_cq_event consumes the next valid EQE; only when there is none it blocks in read(fd) (or
-// returns EAGAIN on a non-blocking fd) and looks again. An eventfd counter may be left non-zero by
-// EQEs consumed without reading it: that only makes a later read return at once (a spurious
-// wake-up, after which the ring is checked again), never loses an event.
+// (owner = pass number & 1, the other bytes first) and an MSI-X vector it raises as the interrupt.
+// Both come from the host kernel (alloc_coherent, alloc_vector); channel->fd is the vector's file
+// descriptor, so applications can poll() it.
+// get_cq_event consumes the next valid EQE; only when there is none it waits for the vector
+// (HostKernel::wait_vector: blocking, or EAGAIN on a non-blocking fd) and looks again. A firing
+// may be left pending by EQEs consumed without waiting: that only makes a later wait return at
+// once (a spurious wake-up, after which the ring is checked again), never loses an event.
 // Who may touch what: the EQ consumer index under CompChannel::lock; the CQ's event count under
 // the ibv_cq mutex (as libibverbs); CompChannel::users/refcnt on the control path under the lock.
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -62,19 +60,21 @@ Cq* take_event(CompChannel& ch, Context& ctx) {
 
 ibv_comp_channel* create_comp_channel(ibv_context* ibctx_ptr) {
   Context* ctx = to_ctx(ibctx_ptr);
+  pcie::HostKernel& kernel = *ctx->link.kernel;
   auto* ch = new (std::nothrow) CompChannel{};
   if (ch == nullptr) return fail_errno<ibv_comp_channel>(ENOMEM);
   const uint32_t nent = 1u << kEqLogNent;
-  if (!ch->ring.allocate(static_cast<size_t>(nent) * hwif::kEqeBytes)) {
+  if (!ch->ring.allocate(kernel, static_cast<size_t>(nent) * hwif::kEqeBytes)) {
+    const int err = errno;
     delete ch;
-    return fail_errno<ibv_comp_channel>(ENOMEM);
+    return fail_errno<ibv_comp_channel>(err);
   }
   for (uint32_t i = 0; i < nent; ++i) {
     auto* e = new (ch->ring.data() + static_cast<size_t>(i) * hwif::kEqeBytes) hwif::Eqe{};
     e->owner = kEqeInitOwner;
   }
   ch->log_nent = kEqLogNent;
-  const int fd = ::eventfd(0, EFD_CLOEXEC);
+  const int fd = kernel.alloc_vector(&ch->msi_vector);
   if (fd < 0) {
     const int err = errno;
     delete ch;
@@ -83,10 +83,10 @@ ibv_comp_channel* create_comp_channel(ibv_context* ibctx_ptr) {
   hwif::CreateEqIn in;
   in.ring_addr = ch->ring.dma_addr();
   in.log_nent = kEqLogNent;
-  in.irq_fd = fd;
+  in.msi_vector = ch->msi_vector;
   hwif::CreateEqOut out;
   if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
-    ::close(fd);
+    kernel.free_vector(ch->msi_vector, fd);
     delete ch;
     return fail_errno<ibv_comp_channel>(err);
   }
@@ -103,10 +103,12 @@ int destroy_comp_channel(ibv_comp_channel* ibch) {
     std::lock_guard g(ch->lock);
     if (ch->users.load(std::memory_order_relaxed) != 0) return EBUSY;
   }
+  const DeviceLink& link = to_ctx(ibch->context)->link;
   hwif::DestroyEqIn in;
   in.eqn = ch->eqn;
-  if (int err = hwif::exec_cmd(*to_ctx(ibch->context)->link.cmd, in); err != 0) return err;
-  ::close(ibch->fd);
+  if (int err = hwif::exec_cmd(*link.cmd, in); err != 0) return err;
+  // After DestroyEq: the device raises the vector no more.
+  link.kernel->free_vector(ch->msi_vector, ibch->fd);
   delete ch;
   return 0;
 }
@@ -123,10 +125,8 @@ int get_cq_event(ibv_comp_channel* ibch, ibv_cq** cq_out, void** cq_context) {
       *cq_context = cq->cq.cq_context;
       return 0;
     }
-    uint64_t count = 0;
-    const ssize_t r = ::read(ibch->fd, &count, sizeof(count));
-    if (r == static_cast<ssize_t>(sizeof(count)) || (r < 0 && errno == EINTR)) continue;
-    if (r >= 0) errno = EIO;
+    // Interrupted waits are retried, as before: a signal is not an event.
+    if (ctx->link.kernel->wait_vector(ibch->fd) == 0 || errno == EINTR) continue;
     return -1;
   }
 }

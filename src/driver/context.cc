@@ -73,7 +73,7 @@ void fill_device_attr(const hwif::DeviceCaps& c, ibv_device_attr& a) {
 }  // namespace
 
 verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_fd, int async_fd) {
-  if (link.host_port == nullptr || link.cmd == nullptr) return fail_errno<verbs_context>(EINVAL);
+  if (link.host_port == nullptr || link.cmd == nullptr || link.kernel == nullptr) return fail_errno<verbs_context>(EINVAL);
   hwif::QueryDeviceOut dev;
   if (int err = hwif::exec_cmd(*link.cmd, hwif::QueryDeviceIn{}, dev); err != 0) return fail_errno<verbs_context>(err);
 

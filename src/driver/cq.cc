@@ -33,9 +33,12 @@ ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, in
 
   auto* cq = new (std::nothrow) Cq{};
   if (cq == nullptr) return fail_errno<ibv_cq>(ENOMEM);
-  if (!cq->ring.allocate(static_cast<size_t>(nent) * hwif::kCqeBytes) || !cq->dbrec_page.allocate(hwif::kDbRecBytes)) {
+  pcie::HostKernel& kernel = *ctx->link.kernel;
+  if (!cq->ring.allocate(kernel, static_cast<size_t>(nent) * hwif::kCqeBytes) ||
+      !cq->dbrec_page.allocate(kernel, hwif::kDbRecBytes)) {
+    const int err = errno;
     delete cq;
-    return fail_errno<ibv_cq>(ENOMEM);
+    return fail_errno<ibv_cq>(err);
   }
   for (uint32_t i = 0; i < nent; ++i) {
     auto* c = new (cq->ring.data() + static_cast<size_t>(i) * hwif::kCqeBytes) hwif::Cqe64{};

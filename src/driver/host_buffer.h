@@ -1,53 +1,64 @@
-// Host memory the device reaches by DMA: rings and doorbell records. Page-aligned, zeroed,
-// owned by one driver object and freed with it. The DMA address of a byte is its process virtual
-// address (DESIGN.md: the device model resolves host addresses itself). Sizes in bytes.
+// Host memory the device reaches by DMA: rings, doorbell records and event queues. It comes from
+// the host kernel (pcie::HostKernel::alloc_coherent: page-aligned, zeroed, whole pages) and is
+// owned by one driver object and freed with it. The device is told dma_addr(), never a pointer:
+// across processes the two differ (docs/live-mode.md, "Addresses the device uses"). Sizes in bytes.
 #pragma once
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
-namespace softhca::driver {
+#include "pcie/host_kernel.h"
 
-inline constexpr size_t kHostPageBytes = 4096;
+namespace softhca::driver {
 
 class HostBuffer {
  public:
   HostBuffer() = default;
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
-  HostBuffer(HostBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  HostBuffer(HostBuffer&& o) noexcept
+      : kernel_(std::exchange(o.kernel_, nullptr)), mem_(std::exchange(o.mem_, pcie::DmaMemory{})) {}
   HostBuffer& operator=(HostBuffer&& o) noexcept {
     if (this != &o) {
-      std::free(p_);
-      p_ = std::exchange(o.p_, nullptr);
-      size_ = std::exchange(o.size_, 0);
+      release();
+      kernel_ = std::exchange(o.kernel_, nullptr);
+      mem_ = std::exchange(o.mem_, pcie::DmaMemory{});
     }
     return *this;
   }
-  ~HostBuffer() { std::free(p_); }
+  ~HostBuffer() { release(); }
 
-  // Allocates bytes (rounded up to whole pages, at least one), zeroed. False on ENOMEM.
-  [[nodiscard]] bool allocate(size_t bytes) {
-    size_t rounded = (bytes + kHostPageBytes - 1) / kHostPageBytes * kHostPageBytes;
-    if (rounded == 0) rounded = kHostPageBytes;
-    void* p = std::aligned_alloc(kHostPageBytes, rounded);
-    if (p == nullptr) return false;
-    std::memset(p, 0, rounded);
-    std::free(p_);
-    p_ = static_cast<uint8_t*>(p);
-    size_ = rounded;
+  // Allocates bytes from kernel (rounded up to whole pages, at least one), zeroed, replacing what
+  // this buffer held. kernel must outlive the buffer. False with errno set on failure (ENOMEM
+  // when the kernel did not say).
+  [[nodiscard]] bool allocate(pcie::HostKernel& kernel, size_t bytes) {
+    errno = 0;
+    pcie::DmaMemory m = kernel.alloc_coherent(bytes);
+    if (!m.valid()) {
+      if (errno == 0) errno = ENOMEM;
+      return false;
+    }
+    release();
+    kernel_ = &kernel;
+    mem_ = m;
     return true;
   }
 
-  [[nodiscard]] uint8_t* data() const { return p_; }
-  [[nodiscard]] size_t size() const { return size_; }
-  [[nodiscard]] uint64_t dma_addr() const { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p_)); }
+  [[nodiscard]] uint8_t* data() const { return mem_.data; }
+  [[nodiscard]] size_t size() const { return mem_.size; }
+  // What the device is told: the DMA address of data()[0].
+  [[nodiscard]] uint64_t dma_addr() const { return mem_.dma_addr; }
 
  private:
-  uint8_t* p_ = nullptr;
-  size_t size_ = 0;
+  void release() {
+    if (mem_.valid()) kernel_->free_coherent(mem_);
+    mem_ = pcie::DmaMemory{};
+    kernel_ = nullptr;
+  }
+
+  pcie::HostKernel* kernel_ = nullptr;
+  pcie::DmaMemory mem_;
 };
 
 }  // namespace softhca::driver

@@ -56,8 +56,12 @@ struct Pd {
   std::atomic<uint32_t> users{0};  // MRs, AHs, QPs, SRQs
 };
 
+// The range pinned at registration, kept apart from ibv_mr (which the application can see and
+// scribble on): dereg_mr unpins exactly what reg_mr pinned.
 struct Mr {
   ibv_mr mr;
+  const void* pinned_addr = nullptr;
+  size_t pinned_len = 0;
 };
 
 struct Ah {
@@ -65,10 +69,12 @@ struct Ah {
   hwif::DatagramSeg av{};  // the datagram segment without qkey and remote QPN
 };
 
-// An event queue (the completion channel): a ring of EQEs and an eventfd as its interrupt.
+// An event queue (the completion channel): a ring of EQEs and an interrupt vector from the host
+// kernel, whose file descriptor is ch.fd.
 struct CompChannel {
   ibv_comp_channel ch;
   uint32_t eqn = 0;
+  uint64_t msi_vector = 0;
   HostBuffer ring;
   uint32_t log_nent = 0;
   uint32_t ci = 0;  // consumer index, under lock

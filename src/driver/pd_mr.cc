@@ -1,4 +1,6 @@
 // Control path: protection domains (AllocPd/DeallocPd) and memory regions (CreateMkey/DestroyMkey).
+// Registration pins the pages through the host kernel (pin_user) and tells the device their DMA
+// address (CreateMkeyIn.host_addr); the MR's iova stays the application's address.
 // Who may touch what: Pd::users counts the objects created on the PD (MRs, AHs, QPs, SRQs); it is
 // changed only on the control path and read by dealloc_pd (EBUSY while non-zero). Relaxed
 // atomics suffice: the count guards lifetime, it does not publish data.
@@ -21,6 +23,16 @@ static_assert(same_bit(IBV_ACCESS_LOCAL_WRITE, hwif::kAccessLocalWrite) &&
               same_bit(IBV_ACCESS_REMOTE_WRITE, hwif::kAccessRemoteWrite) &&
               same_bit(IBV_ACCESS_REMOTE_READ, hwif::kAccessRemoteRead) &&
               same_bit(IBV_ACCESS_REMOTE_ATOMIC, hwif::kAccessRemoteAtomic));
+
+// Pins [addr, addr + len) and gives its DMA address. 0 or the errno of the failure. A DMA address
+// of 0 is a failure only when the kernel set errno: with the identity mapping, a zero-length
+// registration at address 0 is legitimately 0.
+int pin(pcie::HostKernel& kernel, const void* addr, size_t len, uint64_t& dma) {
+  errno = 0;
+  dma = kernel.pin_user(addr, len);
+  if (dma == 0 && errno != 0) return errno;
+  return 0;
+}
 
 }  // namespace
 
@@ -65,21 +77,32 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned 
   if (access & IBV_ACCESS_ON_DEMAND) return fail_errno<ibv_mr>(EOPNOTSUPP);
   if (ctx->caps.max_mr_size != 0 && length > ctx->caps.max_mr_size) return fail_errno<ibv_mr>(EINVAL);
 
+  // Pinned first: the device learns the DMA address the kernel gives, and may use it as soon as
+  // CreateMkey returns. Every failure after this point unpins.
+  pcie::HostKernel& kernel = *ctx->link.kernel;
+  uint64_t dma = 0;
+  if (int err = pin(kernel, addr, length, dma); err != 0) return fail_errno<ibv_mr>(err);
   hwif::CreateMkeyIn in;
   in.pdn = pd->pdn;
   in.access = access & kDeviceAccess;
-  in.host_addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr));
+  in.host_addr = dma;
   in.iova = iova;
   in.length = length;
   hwif::CreateMkeyOut out;
-  if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) return fail_errno<ibv_mr>(err);
+  if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
+    kernel.unpin_user(addr, length);
+    return fail_errno<ibv_mr>(err);
+  }
   auto* mr = new (std::nothrow) Mr{};
   if (mr == nullptr) {
     hwif::DestroyMkeyIn d;
     d.lkey = out.lkey;
     (void)hwif::exec_cmd(*ctx->link.cmd, d);
+    kernel.unpin_user(addr, length);
     return fail_errno<ibv_mr>(ENOMEM);
   }
+  mr->pinned_addr = addr;
+  mr->pinned_len = length;
   mr->mr.context = ibpd->context;
   mr->mr.pd = ibpd;
   mr->mr.addr = addr;
@@ -95,7 +118,10 @@ int dereg_mr(ibv_mr* ibmr) {
   Mr* mr = to_mr(ibmr);
   hwif::DestroyMkeyIn in;
   in.lkey = ibmr->lkey;
-  if (int err = hwif::exec_cmd(*to_ctx(ibmr->context)->link.cmd, in); err != 0) return err;
+  const DeviceLink& link = to_ctx(ibmr->context)->link;
+  if (int err = hwif::exec_cmd(*link.cmd, in); err != 0) return err;
+  // After DestroyMkey: the key is revoked, so the device no longer reaches the pages.
+  link.kernel->unpin_user(mr->pinned_addr, mr->pinned_len);
   to_pd(ibmr->pd)->users.fetch_sub(1, std::memory_order_relaxed);
   delete mr;
   return 0;

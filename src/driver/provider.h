@@ -15,12 +15,15 @@
 #include <cstdint>
 
 #include "hwif/device_interface.h"
+#include "pcie/host_kernel.h"
 #include "pcie/host_port.h"
 
 namespace softhca::driver {
 
-// How a context reaches its device: the BAR (through the counted host port) and the command
-// interface. Owned by the runtime; outlives every context opened on it.
+// How a context reaches its device: the BAR (through the counted host port), the command
+// interface, and the host kernel that gives the driver DMA-reachable memory, pins registered
+// memory and hands out interrupt vectors. Owned by the runtime; outlives every context opened on
+// it (and every object created on one).
 // When a single WQE is written through the BAR instead of rung with a doorbell
 // (verbs-abi.md §6.1 "Post list vs. BlueFlame"):
 //   kAuto   as mlx5: a single inline WQE that fits the BlueFlame buffer
@@ -33,6 +36,7 @@ struct DeviceLink {
   hwif::CommandInterface* cmd = nullptr;
   uint32_t uar_index = 0;  // the UAR page this context may use
   BlueFlameMode blueflame = BlueFlameMode::kAuto;
+  pcie::HostKernel* kernel = nullptr;  // required: open_context fails with EINVAL without one
 };
 
 // ---- context -------------------------------------------------------------------------------

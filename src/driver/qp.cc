@@ -158,14 +158,14 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
   sq.wrid.reset(new (std::nothrow) uint64_t[sq.wqe_cnt]());
   sq.wqe_head.reset(new (std::nothrow) uint32_t[sq.wqe_cnt]());
   bool ok = sq.wrid != nullptr && sq.wqe_head != nullptr &&
-            sq.buf.allocate(static_cast<size_t>(sq.wqe_cnt) * hwif::kSendWqeBbBytes) &&
-            qp->dbrec_page.allocate(hwif::kDbRecBytes);
+            sq.buf.allocate(*ctx->link.kernel, static_cast<size_t>(sq.wqe_cnt) * hwif::kSendWqeBbBytes) &&
+            qp->dbrec_page.allocate(*ctx->link.kernel, hwif::kDbRecBytes);
   if (ok && !has_srq) {
     rq.wqe_cnt = rq_cnt;
     rq.log_stride = log2_exact(rq_stride);
     rq.max_gs = rq_stride / static_cast<uint32_t>(sizeof(hwif::DataSeg));
     rq.wrid.reset(new (std::nothrow) uint64_t[rq_cnt]());
-    ok = rq.wrid != nullptr && rq.buf.allocate(static_cast<size_t>(rq_cnt) * rq_stride);
+    ok = rq.wrid != nullptr && rq.buf.allocate(*ctx->link.kernel, static_cast<size_t>(rq_cnt) * rq_stride);
   }
   if (!ok) {
     delete qp;

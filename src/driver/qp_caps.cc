@@ -20,6 +20,7 @@ constexpr uint32_t kDatagramBytes = sizeof(hwif::DatagramSeg);                  
 constexpr uint32_t kMaxWqeBytes = hwif::kMaxWqeBbs * hwif::kSendWqeBbBytes;        // 1024
 constexpr uint32_t kMaxDsBytes = hwif::kMaxDs * hwif::kDsBytes;                    // 1008: ds is 6 bits
 constexpr uint32_t kMaxRingBbs = 1u << 16;  // the WQE index in the ctrl segment is 16 bits
+constexpr uint32_t kMinSendRingBytes = kMaxWqeBytes;  // the device requires room for its largest WQE
 
 uint32_t align_to(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 
@@ -67,7 +68,10 @@ int compute_send_layout(hwif::QpType type, uint64_t send_ops, uint32_t max_send_
 
   const uint64_t wr_bytes = static_cast<uint64_t>(std::max<uint32_t>(max_send_wr, 1)) * wqe_size;
   if (wr_bytes > uint64_t{kMaxRingBbs} * hwif::kSendWqeBbBytes) return EINVAL;
-  const uint32_t wq_bytes = roundup_pow2(static_cast<uint32_t>(wr_bytes));
+  // The device refuses a send ring that cannot hold its largest WQE (16 basic blocks, the
+  // 1008-byte limit of 63 DS rounded up): small queues (max_send_wr 1, as the pingpong programs
+  // ask) get that many blocks, and the caps report the extra room as max_send_wr.
+  const uint32_t wq_bytes = std::max(roundup_pow2(static_cast<uint32_t>(wr_bytes)), kMinSendRingBytes);
   out.overhead = overhead;
   out.wqe_size = wqe_size;
   // An inline segment must also keep the WQE within 63 DS, hence the min with kMaxDsBytes.

@@ -37,8 +37,8 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* attr) {
   auto* srq = new (std::nothrow) Srq{};
   if (srq == nullptr) return fail_errno<ibv_srq>(ENOMEM);
   srq->wrid.reset(new (std::nothrow) uint64_t[wqe_cnt]());
-  if (srq->wrid == nullptr || !srq->buf.allocate(static_cast<size_t>(wqe_cnt) * stride) ||
-      !srq->dbrec_page.allocate(hwif::kDbRecBytes)) {
+  if (srq->wrid == nullptr || !srq->buf.allocate(*ctx->link.kernel, static_cast<size_t>(wqe_cnt) * stride) ||
+      !srq->dbrec_page.allocate(*ctx->link.kernel, hwif::kDbRecBytes)) {
     delete srq;
     return fail_errno<ibv_srq>(ENOMEM);
   }

@@ -1,6 +1,7 @@
 #include "hca/completer.h"
 
 #include <bit>
+#include <optional>
 
 namespace softhca::hca {
 
@@ -60,10 +61,19 @@ void Completer::recv_error(QueuePair& qp, uint16_t wqe_counter, CqeSyndrome synd
 void Completer::write(uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_error) {
   CompletionQueue* cq = dev_.cqs_.find(cqn);
   if (cq == nullptr) return;
+  if (cq->in_error) {
+    ++dev_.stats_.cq_overruns;  // a CQ in error takes no more CQEs; they are lost as in an overrun
+    return;
+  }
   const uint32_t nent = 1u << cq->log_nent;
   // Overrun check against the consumer index the driver publishes in the CQ doorbell record
   // (read uncounted: hardware keeps it cached, docs/model.md).
-  const uint32_t ci = dev_.read_dbrec_be32(cq->dbrec, false) & 0xffffff;
+  const std::optional<uint32_t> dbrec = dev_.read_dbrec_be32(cq->dbrec, false);
+  if (!dbrec) {
+    cq->in_error = true;
+    return;
+  }
+  const uint32_t ci = *dbrec & 0xffffff;
   if (((cq->pi - ci) & 0xffffff) >= nent) {
     ++dev_.stats_.cq_overruns;
     return;
@@ -71,7 +81,11 @@ void Completer::write(uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_er
   Cqe64 c = cqe;
   c.op_own = static_cast<uint8_t>((c.op_own & ~kCqeOwnerBit) | ((cq->pi >> cq->log_nent) & 1));
   const uint64_t addr = cq->ring + static_cast<uint64_t>(cq->pi & (nent - 1)) * kCqeBytes;
-  dev_.dma_.dma_write_publish(addr, &c, sizeof c, pcie::TlpCause::kCqeWrite);
+  if (!dev_.dma_.dma_write_publish(addr, &c, sizeof c, pcie::TlpCause::kCqeWrite)) {
+    dev_.fault();
+    cq->in_error = true;
+    return;
+  }
   ++cq->pi;
   ++dev_.stats_.cqes_written;
   if (cq->armed && (!cq->armed_solicited_only || solicited || is_error)) raise_event(*cq, cqn);
@@ -88,16 +102,20 @@ void Completer::arm(CompletionQueue& cq, uint32_t cqn, bool solicited_only, uint
 void Completer::raise_event(CompletionQueue& cq, uint32_t cqn) {
   cq.armed = false;
   EventQueue* eq = dev_.eqs_.find(cq.eqn);
-  if (eq == nullptr) return;
+  if (eq == nullptr || eq->in_error) return;
   const uint32_t nent = 1u << eq->log_nent;
   Eqe e{};
   e.type = kEqeTypeCompletion;
   e.cqn = cqn;
   e.owner = static_cast<uint8_t>((eq->pi >> eq->log_nent) & 1);
-  dev_.dma_.dma_write_publish(eq->ring + static_cast<uint64_t>(eq->pi & (nent - 1)) * kEqeBytes, &e,
-                              sizeof e, pcie::TlpCause::kEqeWrite);
+  if (!dev_.dma_.dma_write_publish(eq->ring + static_cast<uint64_t>(eq->pi & (nent - 1)) * kEqeBytes, &e,
+                                   sizeof e, pcie::TlpCause::kEqeWrite)) {
+    dev_.fault();
+    eq->in_error = true;  // no interrupt for an event that was not written
+    return;
+  }
   ++eq->pi;
-  dev_.dma_.raise_interrupt(eq->irq_fd);
+  dev_.dma_.raise_interrupt(eq->msi_vector);
 }
 
 }  // namespace softhca::hca

@@ -1,6 +1,7 @@
 // The "complete" stage: writes CQEs (requester, responder, error) into CQ rings by DMA with the
 // ownership bit for the current pass, and raises completion events through the CQ's event queue
-// when the CQ is armed.
+// when the CQ is armed. A DMA fault on a CQ's ring or doorbell record, or on an EQ's ring, puts
+// that queue in error: it writes nothing more (counted in DeviceStats).
 #pragma once
 #include <cstdint>
 

@@ -18,22 +18,49 @@ namespace softhca::hca {
 using namespace hwif;
 
 namespace {
-constexpr uint32_t kFirstQpn = 0x10;  // QPNs 0 and 1 are the special QPs (IBA 3.5.5)
-constexpr uint32_t kFirstNumber = 1;  // 0 is never a valid object number
-constexpr uint32_t kMaxEqs = 1024;
+// Heap of the private region: address space, used as touched. 1 GiB holds e.g. 28 QPs with the
+// largest send queue the default caps allow (2^15 basic blocks: 2 MiB of shadow ring and 32 MiB
+// of SendRecords each) or thousands of ordinary ones.
+constexpr uint64_t kPrivateHeapBytes = uint64_t{1} << 30;
 }  // namespace
 
+Device::Device(const DeviceConfig& config, DeviceRegion region, RegionInit init, pcie::TlpSink& tlp_sink,
+               PacketPort& port, EngineClock& clock, pcie::HostBridge& bridge)
+    : Device(config, PrivateRegion{}, region, init, tlp_sink, port, clock, &bridge) {}
+
 Device::Device(const DeviceConfig& config, pcie::TlpSink& tlp_sink, PacketPort& port, EngineClock& clock)
-    : config_(config),
-      dma_(tlp_sink, config_.pcie),
+    : Device(config, PrivateRegion(default_region_bytes(config)), DeviceRegion{}, RegionInit::kFormat, tlp_sink,
+             port, clock, nullptr) {}
+
+Device::Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion region, RegionInit init,
+               pcie::TlpSink& tlp_sink, PacketPort& port, EngineClock& clock, pcie::HostBridge* bridge)
+    : owned_region_(std::move(owned)),
+      config_(config),
+      dma_(tlp_sink, config_.pcie, bridge != nullptr ? *bridge : identity_bridge_),
       port_(port),
       clock_(clock),
-      pds_(kFirstNumber, config.caps.max_pd),
-      mkeys_(config.caps.max_mr),
-      eqs_(kFirstNumber, kMaxEqs),
-      cqs_(kFirstNumber, config.caps.max_cq),
-      srqs_(kFirstNumber, config.caps.max_srq),
-      qps_(kFirstQpn, config.caps.max_qp) {}
+      region_(owned_region_.region().base != nullptr ? owned_region_.region() : region),
+      state_(open_region(region_, init, config_)),
+      heap_(static_cast<uint8_t*>(region_.base), state_.heap),
+      stats_(state_.stats),
+      pds_(heap_, state_.pds),
+      mkeys_(heap_, state_.mkeys),
+      eqs_(heap_, state_.eqs),
+      cqs_(heap_, state_.cqs),
+      srqs_(heap_, state_.srqs),
+      qps_(heap_, state_.qps) {}
+
+uint64_t Device::min_region_bytes(const DeviceConfig& config) {
+  return region_layout_bytes(config) + kMinHeapBytes;
+}
+
+uint64_t Device::default_region_bytes(const DeviceConfig& config) {
+  return region_layout_bytes(config) + kPrivateHeapBytes;
+}
+
+Device::ObjectCounts Device::object_counts() const {
+  return ObjectCounts{pds_.live(), mkeys_.live(), eqs_.live(), cqs_.live(), srqs_.live(), qps_.live()};
+}
 
 // ---- commands ---------------------------------------------------------------------------------
 
@@ -196,9 +223,13 @@ void Device::route_to_peer(const QueuePair& qp, fabric::PacketFields& f) const {
   }
 }
 
-uint32_t Device::read_dbrec_be32(uint64_t addr, bool counted) {
-  const uint32_t raw = dma_.read_dbrec(addr, pcie::TlpCause::kDbRecRead, counted);
-  return std::endian::native == std::endian::little ? __builtin_bswap32(raw) : raw;
+std::optional<uint32_t> Device::read_dbrec_be32(uint64_t addr, bool counted) {
+  const std::optional<uint32_t> raw = dma_.read_dbrec(addr, pcie::TlpCause::kDbRecRead, counted);
+  if (!raw) {
+    fault();
+    return std::nullopt;
+  }
+  return std::endian::native == std::endian::little ? __builtin_bswap32(*raw) : *raw;
 }
 
 void Device::receive(std::span<const uint8_t> packet) {

@@ -3,14 +3,20 @@
 // RC/UC/UD transports, and DMA-reads/writes host memory through its PCIe device port.
 // Single-threaded logic: the caller serialises every entry point (runtime holds the device lock);
 // time comes from the EngineClock, packets leave through the PacketPort.
+// Everything the device knows about its objects lives in a DeviceRegion (device_state.h), so
+// several Device objects — one per process, each mapping the region at its own address — can run
+// the same device in turn. What stays in the Device object is per process: the sink, port, clock
+// and bridge it was given, scratch buffers, and the wake-up it asked of its clock.
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "base/units.h"
 #include "fabric/packet/packet.h"
 #include "hca/device_config.h"
+#include "hca/device_state.h"
 #include "hca/device_stats.h"
 #include "hca/memory_keys.h"
 #include "hca/object_table.h"
@@ -18,6 +24,7 @@
 #include "hwif/cqe.h"
 #include "hwif/device_interface.h"
 #include "pcie/device_port.h"
+#include "pcie/host_bridge.h"
 
 namespace softhca::hca {
 
@@ -38,7 +45,38 @@ class EngineClock {
 
 class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
  public:
+  // A device whose state is in `region`: kFormat lays out a fresh device there, kAttach uses the
+  // state a previous kFormat left (possibly by another process, at another base address; the
+  // config must be the same). DMA and interrupts go through `bridge`. Throws
+  // std::invalid_argument for a region smaller than min_region_bytes(config) or not formatted.
+  Device(const DeviceConfig& config, DeviceRegion region, RegionInit init, pcie::TlpSink& tlp_sink,
+         PacketPort& port, EngineClock& clock, pcie::HostBridge& bridge);
+  // A device of one process: its state in a private region of default_region_bytes(config), DMA
+  // addresses are pointers (pcie::IdentityBridge).
   Device(const DeviceConfig& config, pcie::TlpSink& tlp_sink, PacketPort& port, EngineClock& clock);
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // The least a region must hold for `config`: header, slot arrays (16 bytes per entry of each
+  // table, capacities = the caps) and kMinHeapBytes of heap for objects and per-QP arrays.
+  [[nodiscard]] static uint64_t min_region_bytes(const DeviceConfig& config);
+  // The private region's size: slot arrays plus 1 GiB of heap (address space; pages are used as
+  // touched), room for the largest send queues the caps allow on a few hundred QPs.
+  [[nodiscard]] static uint64_t default_region_bytes(const DeviceConfig& config);
+
+  // Objects created by commands from now on belong to `owner` (default 0): a process of the host.
+  void set_owner(uint32_t owner) { owner_ = owner; }
+  [[nodiscard]] uint32_t owner() const { return owner_; }
+  // Destroys every object of `owner` — QPs, SRQs, CQs, EQs, memory keys, PDs, in that order —
+  // without DMA to its memory and without interrupts: its process is gone. Packets that arrive
+  // later for its QPs are dropped as for an unknown QPN.
+  void reclaim(uint32_t owner);
+  // How many objects of each kind exist (all owners).
+  struct ObjectCounts {
+    uint32_t pds, mkeys, eqs, cqs, srqs, qps;
+    bool operator==(const ObjectCounts&) const = default;
+  };
+  [[nodiscard]] ObjectCounts object_counts() const;
 
   // hwif::MmioTarget
   void mmio_write(uint64_t bar_offset, const void* data, size_t len) override;
@@ -54,6 +92,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   [[nodiscard]] uint16_t lid() const { return config_.port.lid; }
   [[nodiscard]] const DeviceStats& stats() const { return stats_; }
   [[nodiscard]] pcie::DevicePort& dma() { return dma_; }
+  [[nodiscard]] DeviceRegion region() const { return region_; }
 
  private:
   friend class SendPipeline;
@@ -89,6 +128,10 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   int cmd_modify_qp(const hwif::ModifyQpIn&, hwif::NoOut&);
   int cmd_query_qp(const hwif::QueryQpIn&, hwif::QueryQpOut&);
   int cmd_destroy_qp(const hwif::DestroyQpIn&, hwif::NoOut&);
+  void destroy_qp(uint32_t qpn);
+  void destroy_srq(uint32_t srqn);
+  void destroy_cq(uint32_t cqn);
+  void release_qp_arrays(const QueuePair& qp);
   int check_qp_attr_values(const QueuePair& qp, uint32_t mask, const hwif::QpAttributes& a) const;
   void apply_qp_attrs(QueuePair& qp, uint32_t mask, const hwif::QpAttributes& a);
   void reset_qp(QueuePair& qp);
@@ -100,15 +143,40 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   // LRH/GRH/BTH addressing of a packet to a connected QP's peer (primary path).
   void route_to_peer(const QueuePair& qp, fabric::PacketFields& f) const;
-  // The 32-bit big-endian value of a doorbell record field read from host memory.
-  uint32_t read_dbrec_be32(uint64_t addr, bool counted);
+  // The 32-bit big-endian value of a doorbell record field read from host memory; nothing on a
+  // DMA fault (counted in stats_.dma_faults).
+  std::optional<uint32_t> read_dbrec_be32(uint64_t addr, bool counted);
+  // Counts a DMA fault and returns false, for `return fault();` at a failed DMA.
+  bool fault() {
+    ++stats_.dma_faults;
+    return false;
+  }
+  // A QP's arrays in the region.
+  [[nodiscard]] std::span<uint8_t> sq_shadow(const QueuePair& qp) const {
+    return {heap_.at<uint8_t>(qp.sq_shadow), qp.sq_shadow_bytes()};
+  }
+  [[nodiscard]] SendRecord& record(const QueuePair& qp, uint16_t bb) const {
+    return heap_.at<SendRecord>(qp.records)[bb & (qp.sq_bbs() - 1)];
+  }
 
+  // Delegated to by both public constructors; `owned` is empty for a caller's region.
+  Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion region, RegionInit init,
+         pcie::TlpSink& tlp_sink, PacketPort& port, EngineClock& clock, pcie::HostBridge* bridge);
+
+  // ---- per process ----
+  PrivateRegion owned_region_;          // the private region, when the device owns one
+  pcie::IdentityBridge identity_bridge_;  // used when no bridge was given
   DeviceConfig config_;
   pcie::DevicePort dma_;
   PacketPort& port_;
   EngineClock& clock_;
-  DeviceStats stats_;
+  uint32_t owner_ = 0;
+  DeviceRegion region_;
 
+  // ---- views of the state in the region ----
+  DeviceState& state_;
+  mutable RegionHeap heap_;
+  DeviceStats& stats_;
   ObjectTable<uint32_t> pds_;  // value: objects using the PD
   MemoryKeys mkeys_;
   ObjectTable<EventQueue> eqs_;

@@ -1,7 +1,9 @@
 // The control path: command handlers that create, modify and destroy device objects.
-// Runs under the device lock like everything in Device; allocates freely (not the data path).
+// Runs under the device lock like everything in Device; allocates from the region heap (not the
+// data path). Objects are tagged with the current owner; reclaim() destroys a dead owner's.
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "hca/device.h"
 #include "hca/qp_state_machine.h"
@@ -36,7 +38,7 @@ int Device::cmd_query_port(const QueryPortIn& in, QueryPortOut& out) {
 }
 
 int Device::cmd_alloc_pd(const AllocPdIn&, AllocPdOut& out) {
-  out.pdn = pds_.insert(std::make_unique<uint32_t>(0));
+  out.pdn = pds_.insert(owner_);
   return out.pdn == 0 ? ENOMEM : 0;
 }
 
@@ -54,7 +56,7 @@ int Device::cmd_create_mkey(const CreateMkeyIn& in, CreateMkeyOut& out) {
   // Remote write or atomic access requires local write (IBA 10.6.3.1 / C10-88).
   if ((in.access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(in.access & kAccessLocalWrite))
     return EINVAL;
-  const uint32_t key = mkeys_.create(in);
+  const uint32_t key = mkeys_.create(in, owner_);
   if (key == 0) return ENOMEM;
   out.lkey = out.rkey = key;
   return 0;
@@ -66,12 +68,13 @@ int Device::cmd_destroy_mkey(const DestroyMkeyIn& in, NoOut&) {
 
 int Device::cmd_create_eq(const CreateEqIn& in, CreateEqOut& out) {
   if (!is_pow2_log(in.log_nent) || in.ring_addr == 0) return EINVAL;
-  auto eq = std::make_unique<EventQueue>();
+  EventQueue* eq = nullptr;
+  out.eqn = eqs_.insert(owner_, &eq);
+  if (eq == nullptr) return ENOMEM;
   eq->ring = in.ring_addr;
   eq->log_nent = in.log_nent;
-  eq->irq_fd = in.irq_fd;
-  out.eqn = eqs_.insert(std::move(eq));
-  return out.eqn == 0 ? ENOMEM : 0;
+  eq->msi_vector = in.msi_vector;
+  return 0;
 }
 
 int Device::cmd_destroy_eq(const DestroyEqIn& in, NoOut&) {
@@ -87,13 +90,13 @@ int Device::cmd_create_cq(const CreateCqIn& in, CreateCqOut& out) {
   if ((1u << in.log_nent) - 1 > config_.caps.max_cqe + 1) return EINVAL;
   EventQueue* eq = nullptr;
   if (in.eqn != kNoEq && (eq = eqs_.find(in.eqn)) == nullptr) return EINVAL;
-  auto cq = std::make_unique<CompletionQueue>();
+  CompletionQueue* cq = nullptr;
+  out.cqn = cqs_.insert(owner_, &cq);
+  if (cq == nullptr) return ENOMEM;
   cq->ring = in.ring_addr;
   cq->dbrec = in.dbrec_addr;
   cq->log_nent = in.log_nent;
   cq->eqn = in.eqn;
-  out.cqn = cqs_.insert(std::move(cq));
-  if (out.cqn == 0) return ENOMEM;
   if (eq) ++eq->users;
   return 0;
 }
@@ -102,9 +105,15 @@ int Device::cmd_destroy_cq(const DestroyCqIn& in, NoOut&) {
   CompletionQueue* cq = cqs_.find(in.cqn);
   if (cq == nullptr) return EINVAL;
   if (cq->users != 0) return EBUSY;
-  if (EventQueue* eq = eqs_.find(cq->eqn)) --eq->users;
-  cqs_.erase(in.cqn);
+  destroy_cq(in.cqn);
   return 0;
+}
+
+void Device::destroy_cq(uint32_t cqn) {
+  const CompletionQueue* cq = cqs_.find(cqn);
+  if (cq == nullptr) return;
+  if (EventQueue* eq = eqs_.find(cq->eqn)) --eq->users;
+  cqs_.erase(cqn);
 }
 
 int Device::cmd_create_srq(const CreateSrqIn& in, CreateSrqOut& out) {
@@ -113,15 +122,15 @@ int Device::cmd_create_srq(const CreateSrqIn& in, CreateSrqOut& out) {
     return EINVAL;
   if (in.log_stride < kMinLogSrqStride || in.log_stride > kMaxLogRecvStride) return EINVAL;
   if ((1u << in.log_wqe_cnt) > config_.caps.max_srq_wr + 1) return EINVAL;
-  auto srq = std::make_unique<SharedReceiveQueue>();
+  SharedReceiveQueue* srq = nullptr;
+  out.srqn = srqs_.insert(owner_, &srq);
+  if (srq == nullptr) return ENOMEM;
   srq->pdn = in.pdn;
   srq->ring = in.ring_addr;
   srq->dbrec = in.dbrec_addr;
   srq->log_wqe_cnt = in.log_wqe_cnt;
   srq->log_stride = in.log_stride;
   srq->limit = in.limit;
-  out.srqn = srqs_.insert(std::move(srq));
-  if (out.srqn == 0) return ENOMEM;
   ++*pd_users;
   return 0;
 }
@@ -145,9 +154,15 @@ int Device::cmd_destroy_srq(const DestroySrqIn& in, NoOut&) {
   SharedReceiveQueue* srq = srqs_.find(in.srqn);
   if (srq == nullptr) return EINVAL;
   if (srq->users != 0) return EBUSY;
-  if (uint32_t* pd_users = pds_.find(srq->pdn)) --*pd_users;
-  srqs_.erase(in.srqn);
+  destroy_srq(in.srqn);
   return 0;
+}
+
+void Device::destroy_srq(uint32_t srqn) {
+  const SharedReceiveQueue* srq = srqs_.find(srqn);
+  if (srq == nullptr) return;
+  if (uint32_t* pd_users = pds_.find(srq->pdn)) --*pd_users;
+  srqs_.erase(srqn);
 }
 
 int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
@@ -164,7 +179,10 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
                          in.log_rq_stride > kMaxLogRecvStride))
     return EINVAL;
 
-  auto qp = std::make_unique<QueuePair>();
+  QueuePair* qp = nullptr;
+  const uint32_t qpn = qps_.insert(owner_, &qp);
+  if (qp == nullptr) return ENOMEM;
+  qp->qpn = qpn;
   qp->type = in.type;
   qp->pdn = in.pdn;
   qp->send_cqn = in.send_cqn;
@@ -177,12 +195,17 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
   qp->log_rq_cnt = in.log_rq_cnt;
   qp->log_rq_stride = in.log_rq_stride;
   qp->dbrec = in.dbrec_addr;
-  qp->sq_shadow.assign(static_cast<size_t>(qp->sq_bbs()) * kSendWqeBbBytes, 0);
-  qp->records.assign(qp->sq_bbs(), SendRecord{});
-  QueuePair* raw = nullptr;
-  const uint32_t qpn = qps_.insert(std::move(qp), &raw);
-  if (qpn == 0) return ENOMEM;
-  raw->qpn = qpn;
+  // The per-QP arrays come from the region heap; a full region is ENOMEM, as a full table is.
+  qp->sq_shadow = heap_.allocate(qp->sq_shadow_bytes());
+  qp->records = heap_.allocate(qp->records_bytes());
+  if (qp->sq_shadow == kHeapNone || qp->records == kHeapNone) {
+    release_qp_arrays(*qp);
+    qps_.erase(qpn);
+    return ENOMEM;
+  }
+  std::memset(heap_.at<uint8_t>(qp->sq_shadow), 0, qp->sq_shadow_bytes());
+  SendRecord* records = heap_.at<SendRecord>(qp->records);
+  for (uint32_t i = 0; i < qp->sq_bbs(); ++i) new (&records[i]) SendRecord{};
   ++*pd_users;
   ++scq->users;
   ++rcq->users;
@@ -246,7 +269,7 @@ void Device::reset_qp(QueuePair& qp) {
   qp.resp = ResponderState{};
   qp.rq_ci = 0;
   qp.rq_posted_cached = 0;
-  std::fill(qp.records.begin(), qp.records.end(), SendRecord{});
+  for (uint32_t i = 0; i < qp.sq_bbs(); ++i) record(qp, static_cast<uint16_t>(i)) = SendRecord{};
 }
 
 int Device::cmd_modify_qp(const ModifyQpIn& in, NoOut&) {
@@ -282,16 +305,40 @@ int Device::cmd_query_qp(const QueryQpIn& in, QueryQpOut& out) {
 }
 
 int Device::cmd_destroy_qp(const DestroyQpIn& in, NoOut&) {
-  QueuePair* qp = qps_.find(in.qpn);
-  if (qp == nullptr) return EINVAL;
+  if (qps_.find(in.qpn) == nullptr) return EINVAL;
+  destroy_qp(in.qpn);
+  return 0;
+}
+
+void Device::destroy_qp(uint32_t qpn) {
+  QueuePair* qp = qps_.find(qpn);
+  if (qp == nullptr) return;
   cancel_timer(*qp);
   // References taken at creation; the objects cannot be gone while the QP holds them.
   if (uint32_t* pd_users = pds_.find(qp->pdn)) --*pd_users;
   if (CompletionQueue* scq = cqs_.find(qp->send_cqn)) --scq->users;
   if (CompletionQueue* rcq = cqs_.find(qp->recv_cqn)) --rcq->users;
   if (SharedReceiveQueue* srq = srqs_.find(qp->srqn)) --srq->users;
-  qps_.erase(in.qpn);
-  return 0;
+  release_qp_arrays(*qp);
+  qps_.erase(qpn);
+}
+
+void Device::release_qp_arrays(const QueuePair& qp) {
+  heap_.release(qp.sq_shadow, qp.sq_shadow_bytes());
+  heap_.release(qp.records, qp.records_bytes());
+}
+
+// ---- reclaim ----------------------------------------------------------------------------------
+
+void Device::reclaim(uint32_t owner) {
+  // Users before what they use, so every reference count drops before its object goes. Nothing
+  // here touches host memory: the owner's rings and buffers may be gone with its process.
+  qps_.for_each_of(owner, [&](uint32_t qpn) { destroy_qp(qpn); });
+  srqs_.for_each_of(owner, [&](uint32_t srqn) { destroy_srq(srqn); });
+  cqs_.for_each_of(owner, [&](uint32_t cqn) { destroy_cq(cqn); });
+  eqs_.for_each_of(owner, [&](uint32_t eqn) { eqs_.erase(eqn); });
+  mkeys_.destroy_owned(owner);
+  pds_.for_each_of(owner, [&](uint32_t pdn) { pds_.erase(pdn); });
 }
 
 }  // namespace softhca::hca

@@ -1,5 +1,6 @@
 // Packet-level counters of one device: what it sent, received, dropped (by reason) and retried.
-// Updated under the device lock; copied out by the runtime.
+// Updated under the device lock; copied out by the runtime. Lives in the device region: plain
+// counters only.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -33,6 +34,7 @@ struct DeviceStats {
   uint64_t duplicates = 0;
   uint64_t cqes_written = 0;
   uint64_t cq_overruns = 0;
+  uint64_t dma_faults = 0;  // DMA addresses the host bridge could not resolve
   std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> dropped{};
   void drop(DropReason r) { ++dropped[static_cast<size_t>(r)]; }
   [[nodiscard]] uint64_t total_dropped() const {

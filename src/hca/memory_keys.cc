@@ -2,19 +2,18 @@
 
 namespace softhca::hca {
 
-uint32_t MemoryKeys::create(const hwif::CreateMkeyIn& in) {
-  auto m = std::make_unique<Mkey>();
+uint32_t MemoryKeys::create(const hwif::CreateMkeyIn& in, uint32_t owner) {
+  Mkey* m = nullptr;
+  const uint32_t index = table_.insert(owner, &m);
+  if (index == 0) return 0;
   m->pdn = in.pdn;
   m->access = in.access;
   m->host_addr = in.host_addr;
   m->iova = in.iova;
   m->length = in.length;
-  Mkey* raw = nullptr;
-  uint32_t index = table_.insert(std::move(m), &raw);
-  if (index == 0) return 0;
-  ++variant_;
-  raw->key = (index << 8) | variant_;
-  return raw->key;
+  ++st_.variant;
+  m->key = (index << 8) | st_.variant;
+  return m->key;
 }
 
 bool MemoryKeys::destroy(uint32_t key) {
@@ -43,6 +42,10 @@ uint32_t MemoryKeys::count_for_pd(uint32_t pdn) const {
   uint32_t n = 0;
   table_.for_each([&](uint32_t, const Mkey& m) { n += (m.pdn == pdn) ? 1 : 0; });
   return n;
+}
+
+void MemoryKeys::destroy_owned(uint32_t owner) {
+  table_.for_each_of(owner, [&](uint32_t index) { table_.erase(index); });
 }
 
 }  // namespace softhca::hca

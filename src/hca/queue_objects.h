@@ -1,9 +1,10 @@
 // Device-side contexts of the queue objects: what the device keeps about each CQ, EQ, SRQ and QP
 // (ring addresses, sizes, counters, transport state). Created and destroyed by commands; used by
-// the data path under the device lock.
+// the data path under the device lock. They live in the device region (several processes map it
+// at different addresses): plain bytes, no pointers, variable-size arrays as region offsets.
 #pragma once
 #include <cstdint>
-#include <vector>
+#include <type_traits>
 
 #include "base/units.h"
 #include "hca/send_wqe.h"
@@ -15,8 +16,9 @@ struct EventQueue {
   uint64_t ring = 0;
   uint32_t log_nent = 0;
   uint32_t pi = 0;  // next entry to write (free-running)
-  int irq_fd = -1;
+  uint64_t msi_vector = hwif::CreateEqIn::kNoVector;  // what the host kernel handed out
   uint32_t users = 0;  // CQs reporting to it
+  bool in_error = false;  // a DMA fault on the ring: no more events
 };
 
 struct CompletionQueue {
@@ -27,6 +29,7 @@ struct CompletionQueue {
   uint32_t eqn = hwif::kNoEq;
   bool armed = false;
   bool armed_solicited_only = false;
+  bool in_error = false;  // a DMA fault on the ring or doorbell record: no more CQEs
   uint32_t users = 0;  // QPs and SRQs attached
 };
 
@@ -112,14 +115,21 @@ struct QueuePair {
   uint64_t dbrec = 0;
   uint16_t rq_ci = 0;
   uint16_t rq_posted_cached = 0;
-  std::vector<uint8_t> sq_shadow;      // fetched WQE bytes, indexed like the ring
-  std::vector<SendRecord> records;     // by first basic block of each WQE
+  // Region offsets (Device::sq_shadow() and Device::record() resolve them):
+  uint64_t sq_shadow = 0;  // sq_bbs() * 64 bytes: fetched WQE bytes, indexed like the ring
+  uint64_t records = 0;    // sq_bbs() SendRecords, by first basic block of each WQE
   RequesterState req{};
   ResponderState resp{};
 
   [[nodiscard]] uint32_t sq_bbs() const { return 1u << log_sq_bbs; }
-  [[nodiscard]] SendRecord& record(uint16_t bb) { return records[bb & (sq_bbs() - 1)]; }
+  [[nodiscard]] uint64_t sq_shadow_bytes() const { return uint64_t{sq_bbs()} * hwif::kSendWqeBbBytes; }
+  [[nodiscard]] uint64_t records_bytes() const { return uint64_t{sq_bbs()} * sizeof(SendRecord); }
   [[nodiscard]] hwif::QpState state() const { return attr.state; }
 };
+
+// Everything here is stored in the device region.
+static_assert(std::is_trivially_copyable_v<EventQueue> && std::is_trivially_copyable_v<CompletionQueue> &&
+              std::is_trivially_copyable_v<SharedReceiveQueue> && std::is_trivially_copyable_v<SendRecord> &&
+              std::is_trivially_copyable_v<QueuePair>);
 
 }  // namespace softhca::hca

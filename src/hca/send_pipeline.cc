@@ -11,7 +11,7 @@ using namespace hwif;
 
 void SendPipeline::on_doorbell(uint16_t producer) {
   qp_.req.producer = producer;
-  fetch();
+  if (!fetch()) return dev_.enter_error(qp_);
   run();
 }
 
@@ -22,30 +22,35 @@ void SendPipeline::on_blueflame(std::span<const uint8_t> wqe) {
   if (bbs * kSendWqeBbBytes > wqe.size()) return;  // a torn BlueFlame write: ignore it
   // WQEs rung before this one but not yet fetched are read from the ring first.
   qp_.req.producer = index;
-  fetch();
+  if (!fetch()) return dev_.enter_error(qp_);
   if (qp_.req.fetch != index) return;  // a BlueFlame WQE that is not the next one: ignore it
-  const uint32_t ring_bytes = static_cast<uint32_t>(qp_.sq_shadow.size());
+  const std::span<uint8_t> shadow = dev_.sq_shadow(qp_);
+  const auto ring_bytes = static_cast<uint32_t>(shadow.size());
   uint32_t off = (static_cast<uint32_t>(index) * kSendWqeBbBytes) % ring_bytes;
   for (uint32_t i = 0; i < bbs * kSendWqeBbBytes; ++i) {
-    qp_.sq_shadow[off] = wqe[i];
+    shadow[off] = wqe[i];
     off = (off + 1) % ring_bytes;
   }
   qp_.req.producer = qp_.req.fetch = static_cast<uint16_t>(index + bbs);
   run();
 }
 
-void SendPipeline::fetch() {
+bool SendPipeline::fetch() {
   const uint32_t ring_bbs = qp_.sq_bbs();
+  uint8_t* shadow = dev_.sq_shadow(qp_).data();
   while (qp_.req.fetch != qp_.req.producer) {
     const uint32_t pending = static_cast<uint16_t>(qp_.req.producer - qp_.req.fetch);
-    if (pending > ring_bbs) return;  // a doorbell claiming more than the ring holds: ignore it
+    if (pending > ring_bbs) return true;  // a doorbell claiming more than the ring holds: ignore it
     const uint32_t slot = qp_.req.fetch & (ring_bbs - 1);
     const uint32_t n = pending < ring_bbs - slot ? pending : ring_bbs - slot;
     const uint64_t off = static_cast<uint64_t>(slot) * kSendWqeBbBytes;
-    dev_.dma_.dma_read(qp_.sq_addr + off, qp_.sq_shadow.data() + off, n * kSendWqeBbBytes,
-                       pcie::TlpCause::kWqeRead);
+    if (!dev_.dma_.dma_read(qp_.sq_addr + off, shadow + off, n * kSendWqeBbBytes, pcie::TlpCause::kWqeRead)) {
+      qp_.req.producer = qp_.req.fetch;  // what could not be read is never executed
+      return dev_.fault();
+    }
     qp_.req.fetch = static_cast<uint16_t>(qp_.req.fetch + n);
   }
+  return true;
 }
 
 bool SendPipeline::local_keys_ok(const SendWqe& wqe) const {
@@ -61,7 +66,7 @@ bool SendPipeline::local_keys_ok(const SendWqe& wqe) const {
 }
 
 SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
-  const std::span<const uint8_t> ring(qp_.sq_shadow);
+  const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
   rec = SendRecord{};
   const WqeParse parsed = parse_send_wqe(ring, qp_.req.exec, qp_.type == QpType::kUd, rec.wqe);
   SendWqe& w = rec.wqe;
@@ -102,7 +107,7 @@ void SendPipeline::run() {
   if (s != QpState::kRts) return;  // WQEs wait in the ring until the QP can send
   Requester requester(dev_, qp_);
   while (qp_.req.exec != qp_.req.fetch && qp_.state() == QpState::kRts && !qp_.req.rnr_wait) {
-    SendRecord& rec = qp_.record(qp_.req.exec);
+    SendRecord& rec = dev_.record(qp_, qp_.req.exec);
     const Prepared p = prepare(rec);
     if (p == Prepared::kStall) return;
     // A WQE claiming more basic blocks than were posted is not executed (a hostile ds).
@@ -120,7 +125,7 @@ void SendPipeline::fail(const SendRecord& rec) {
   // Completions stay in WQE order: WQEs still in flight before this one are flushed first.
   Completer done(dev_);
   while (qp_.req.complete != qp_.req.exec) {
-    const SendRecord& earlier = qp_.record(qp_.req.complete);
+    const SendRecord& earlier = dev_.record(qp_, qp_.req.complete);
     done.send_flush(qp_, qp_.req.complete, earlier.wqe.opcode);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + earlier.wqe.bbs);
   }
@@ -130,9 +135,10 @@ void SendPipeline::fail(const SendRecord& rec) {
 }
 
 void SendPipeline::flush() {
+  // A fault here leaves the unreadable WQEs unfetched: they are not flushed (nothing to say about them).
   fetch();
   Completer done(dev_);
-  const std::span<const uint8_t> ring(qp_.sq_shadow);
+  const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
   while (qp_.req.complete != qp_.req.fetch) {
     SendWqe w;
     const uint16_t index = qp_.req.complete;

@@ -4,6 +4,7 @@
 //   prepare  decode the WQE, check it against the QP type and limits, check local keys;
 //   execute  hand it to the requester transport (packets go out);
 //   complete done by the transport when ACKs/responses arrive (UC/UD: at once).
+// A DMA fault reading the ring puts the QP in error (its fetched WQEs are flushed).
 // Data path: no allocation, no logging. Runs under the device lock.
 #pragma once
 #include <cstdint>
@@ -27,7 +28,8 @@ class SendPipeline {
   void flush();
 
  private:
-  void fetch();
+  // Reads posted WQEs into the shadow ring; false on a DMA fault (the QP must go to error).
+  bool fetch();
   enum class Prepared : uint8_t { kReady, kStall, kFailed };
   Prepared prepare(SendRecord& rec);
   bool local_keys_ok(const SendWqe& wqe) const;

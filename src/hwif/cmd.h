@@ -60,12 +60,14 @@ struct CreateMkeyIn {
 struct CreateMkeyOut { uint32_t lkey = 0; uint32_t rkey = 0; };
 struct DestroyMkeyIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyMkey; uint32_t lkey = 0; };
 
-// An event queue: a ring of Eqe in host memory and an interrupt (an eventfd, as with VFIO irqfd).
+// An event queue: a ring of Eqe in host memory and its MSI-X vector (the value the host kernel
+// handed out, pcie::HostKernel::alloc_vector; the device raises it through pcie::HostBridge).
 struct CreateEqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateEq;
+  static constexpr uint64_t kNoVector = ~uint64_t{0};  // an EQ that raises no interrupt
   uint64_t ring_addr = 0;
   uint32_t log_nent = 0;
-  int irq_fd = -1;
+  uint64_t msi_vector = kNoVector;
 };
 struct CreateEqOut { uint32_t eqn = 0; };
 struct DestroyEqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyEq; uint32_t eqn = 0; };

@@ -1,7 +1,5 @@
 #include "pcie/device_port.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstring>
 
@@ -10,9 +8,29 @@
 namespace softhca::pcie {
 
 namespace {
-// Host memory is this process's address space in live mode: a DMA address is a pointer.
-void* host_ptr(uint64_t addr) { return reinterpret_cast<void*>(static_cast<uintptr_t>(addr)); }
+// The bridge of every device that lives inside one process; it has no state.
+HostBridge& identity_bridge() {
+  static IdentityBridge bridge;
+  return bridge;
+}
+
+// Calls f(piece) for each piece of host memory the bridge resolves [addr, addr + len) to; false at
+// the first address it cannot resolve.
+template <class F>
+bool for_each_mapped(HostBridge& bridge, uint64_t addr, size_t len, F&& f) {
+  while (len > 0) {
+    const std::span<uint8_t> piece = bridge.map(addr, len);
+    if (piece.empty()) return false;
+    const size_t n = piece.size() < len ? piece.size() : len;
+    f(piece.first(n));
+    addr += n;
+    len -= n;
+  }
+  return true;
+}
 }  // namespace
+
+DevicePort::DevicePort(TlpSink& sink, const PcieConfig& config) : DevicePort(sink, config, identity_bridge()) {}
 
 void DevicePort::count_read(uint64_t host_addr, size_t len, TlpCause cause) {
   for_each_aligned_chunk(host_addr, len, config_.mrrs_bytes, [&](uint64_t a, uint64_t n) {
@@ -34,60 +52,79 @@ void DevicePort::count_write(uint64_t host_addr, size_t len, TlpCause cause) {
   });
 }
 
-void DevicePort::dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause cause) {
-  if (len == 0) return;
+uint8_t* DevicePort::map_word(uint64_t host_addr, size_t len) {
+  const std::span<uint8_t> m = bridge_.map(host_addr, len);
+  return m.size() >= len ? m.data() : nullptr;  // a word is never split between mappings
+}
+
+bool DevicePort::dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause cause) {
+  if (len == 0) return true;
   count_read(host_addr, len, cause);
-  std::memcpy(dst, host_ptr(host_addr), len);
+  auto* d = static_cast<uint8_t*>(dst);
+  return for_each_mapped(bridge_, host_addr, len, [&](std::span<uint8_t> piece) {
+    std::memcpy(d, piece.data(), piece.size());
+    d += piece.size();
+  });
 }
 
-void DevicePort::dma_write(uint64_t host_addr, const void* src, size_t len, TlpCause cause) {
-  if (len == 0) return;
+bool DevicePort::dma_write(uint64_t host_addr, const void* src, size_t len, TlpCause cause) {
+  if (len == 0) return true;
   count_write(host_addr, len, cause);
-  std::memcpy(host_ptr(host_addr), src, len);
-}
-
-void DevicePort::dma_write_publish(uint64_t host_addr, const void* src, size_t len, TlpCause cause) {
-  if (len == 0) return;
-  count_write(host_addr, len, cause);
-  auto* dst = static_cast<uint8_t*>(host_ptr(host_addr));
   const auto* s = static_cast<const uint8_t*>(src);
-  std::memcpy(dst, s, len - 1);
-  // Release: the consumer's acquire load of this byte makes the body above visible.
-  std::atomic_ref<uint8_t>(dst[len - 1]).store(s[len - 1], std::memory_order_release);
+  return for_each_mapped(bridge_, host_addr, len, [&](std::span<uint8_t> piece) {
+    std::memcpy(piece.data(), s, piece.size());
+    s += piece.size();
+  });
 }
 
-uint32_t DevicePort::read_dbrec(uint64_t host_addr, TlpCause cause, bool counted) {
+bool DevicePort::dma_write_publish(uint64_t host_addr, const void* src, size_t len, TlpCause cause) {
+  if (len == 0) return true;
+  count_write(host_addr, len, cause);
+  const auto* s = static_cast<const uint8_t*>(src);
+  size_t done = 0;
+  return for_each_mapped(bridge_, host_addr, len, [&](std::span<uint8_t> piece) {
+    const bool has_last = done + piece.size() == len;
+    const size_t body = has_last ? piece.size() - 1 : piece.size();
+    std::memcpy(piece.data(), s + done, body);
+    // Release: the consumer's acquire load of this byte makes everything before it visible.
+    if (has_last) std::atomic_ref<uint8_t>(piece[body]).store(s[len - 1], std::memory_order_release);
+    done += piece.size();
+  });
+}
+
+std::optional<uint32_t> DevicePort::read_dbrec(uint64_t host_addr, TlpCause cause, bool counted) {
   if (counted) count_read(host_addr, sizeof(uint32_t), cause);
-  auto* p = static_cast<uint32_t*>(host_ptr(host_addr));
+  uint8_t* p = map_word(host_addr, sizeof(uint32_t));
+  if (p == nullptr || host_addr % alignof(uint32_t) != 0) return std::nullopt;
   // Acquire: pairs with the driver's release store after it wrote the WQEs the record counts.
-  return std::atomic_ref<uint32_t>(*p).load(std::memory_order_acquire);
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(p)).load(std::memory_order_acquire);
 }
 
-uint64_t DevicePort::atomic_fetch_add(uint64_t host_addr, uint64_t add) {
+std::optional<uint64_t> DevicePort::atomic_fetch_add(uint64_t host_addr, uint64_t add) {
   count_read(host_addr, 8, TlpCause::kAtomic);
   count_write(host_addr, 8, TlpCause::kAtomic);
-  auto* p = static_cast<uint64_t*>(host_ptr(host_addr));
-  return std::atomic_ref<uint64_t>(*p).fetch_add(add, std::memory_order_acq_rel);
+  uint8_t* p = map_word(host_addr, sizeof(uint64_t));
+  if (p == nullptr || host_addr % alignof(uint64_t) != 0) return std::nullopt;
+  // acq_rel: an atomic is ordered against the responder's other accesses to the same memory.
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p)).fetch_add(add, std::memory_order_acq_rel);
 }
 
-uint64_t DevicePort::atomic_compare_swap(uint64_t host_addr, uint64_t compare, uint64_t swap) {
+std::optional<uint64_t> DevicePort::atomic_compare_swap(uint64_t host_addr, uint64_t compare, uint64_t swap) {
   count_read(host_addr, 8, TlpCause::kAtomic);
   count_write(host_addr, 8, TlpCause::kAtomic);
-  auto* p = static_cast<uint64_t*>(host_ptr(host_addr));
+  uint8_t* p = map_word(host_addr, sizeof(uint64_t));
+  if (p == nullptr || host_addr % alignof(uint64_t) != 0) return std::nullopt;
   uint64_t expected = compare;
-  std::atomic_ref<uint64_t>(*p).compare_exchange_strong(expected, swap, std::memory_order_acq_rel);
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p))
+      .compare_exchange_strong(expected, swap, std::memory_order_acq_rel);
   return expected;
 }
 
-void DevicePort::raise_interrupt(int irq_fd) {
-  constexpr uint32_t kMsixBytes = 4;
+void DevicePort::raise_interrupt(uint64_t msi_vector) {
+  constexpr uint32_t kMsixBytes = 4;  // an MSI-X message is one DWORD write (PCIe base spec 6.1.4)
   sink_.on_tlp(Tlp{TlpType::kMWr, Direction::kUpstream, TlpCause::kInterrupt, 0, kMsixBytes, 0,
                    kMsixBytes + config_.mwr_overhead_bytes});
-  if (irq_fd < 0) return;
-  uint64_t one = 1;
-  // An eventfd write of 8 bytes cannot be short; EAGAIN means the counter is saturated, which
-  // still leaves the fd readable, so the event is not lost.
-  [[maybe_unused]] ssize_t n = ::write(irq_fd, &one, sizeof one);
+  bridge_.deliver_msi(msi_vector);
 }
 
 }  // namespace softhca::pcie

@@ -1,10 +1,15 @@
 // The device side of the PCIe link: DMA reads and writes of host memory, atomics on host memory,
-// and MSI-X interrupts. Each call moves the real bytes (live mode: host memory is this process's
-// address space) and reports its TLPs to the sink.
+// and MSI-X interrupts. Each call reports its TLPs to the sink and moves the real bytes through the
+// host bridge, which resolves DMA addresses to memory mapped in this process. A DMA address the
+// bridge cannot resolve is a fault: the call returns false having touched nothing at the faulting
+// piece (pieces before it may have been written, as with a real completion error mid-transfer).
+// TLPs are counted for what the device issued, fault or not.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
+#include "pcie/host_bridge.h"
 #include "pcie/pcie_config.h"
 #include "pcie/tlp.h"
 
@@ -12,32 +17,39 @@ namespace softhca::pcie {
 
 class DevicePort {
  public:
-  DevicePort(TlpSink& sink, const PcieConfig& config) : sink_(sink), config_(config) {}
+  DevicePort(TlpSink& sink, const PcieConfig& config, HostBridge& bridge)
+      : sink_(sink), config_(config), bridge_(bridge) {}
+  // A device inside one process: DMA addresses are pointers (IdentityBridge).
+  DevicePort(TlpSink& sink, const PcieConfig& config);
 
-  void dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause cause);
-  void dma_write(uint64_t host_addr, const void* src, size_t len, TlpCause cause);
+  // false: a DMA fault. (Not [[nodiscard]]: benches and TLP-count tests move bytes they own.)
+  bool dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause cause);
+  bool dma_write(uint64_t host_addr, const void* src, size_t len, TlpCause cause);
   // Writes len bytes with the last byte stored last, with release ordering: how the device
   // publishes a CQE or EQE whose final byte carries the ownership bit.
-  void dma_write_publish(uint64_t host_addr, const void* src, size_t len, TlpCause cause);
+  bool dma_write_publish(uint64_t host_addr, const void* src, size_t len, TlpCause cause);
   // Reads a 32-bit doorbell record with acquire ordering (pairs with the driver's release store).
-  uint32_t read_dbrec(uint64_t host_addr, TlpCause cause, bool counted);
+  [[nodiscard]] std::optional<uint32_t> read_dbrec(uint64_t host_addr, TlpCause cause, bool counted);
 
   // 8-byte atomics on host memory (responder atomics); each is counted as an 8-byte read
-  // (MRd + CplD) and an 8-byte write-back (MWr). Returns the original value.
-  uint64_t atomic_fetch_add(uint64_t host_addr, uint64_t add);
-  uint64_t atomic_compare_swap(uint64_t host_addr, uint64_t compare, uint64_t swap);
+  // (MRd + CplD) and an 8-byte write-back (MWr). Returns the original value; nothing on a fault.
+  [[nodiscard]] std::optional<uint64_t> atomic_fetch_add(uint64_t host_addr, uint64_t add);
+  [[nodiscard]] std::optional<uint64_t> atomic_compare_swap(uint64_t host_addr, uint64_t compare, uint64_t swap);
 
-  // MSI-X: a 4-byte MWr upstream, delivered as a write to the interrupt's eventfd.
-  void raise_interrupt(int irq_fd);
+  // MSI-X: a 4-byte MWr upstream, delivered by the host bridge.
+  void raise_interrupt(uint64_t msi_vector);
 
   [[nodiscard]] const PcieConfig& config() const { return config_; }
 
  private:
   void count_read(uint64_t host_addr, size_t len, TlpCause cause);
   void count_write(uint64_t host_addr, size_t len, TlpCause cause);
+  // The host memory of an aligned 4- or 8-byte word, or nullptr on a fault.
+  uint8_t* map_word(uint64_t host_addr, size_t len);
 
   TlpSink& sink_;
   const PcieConfig& config_;
+  HostBridge& bridge_;
 };
 
 }  // namespace softhca::pcie

@@ -12,6 +12,7 @@
 
 #include "fabric/inproc_carrier.h"
 #include "hca/device.h"
+#include "runtime/inproc_kernel.h"
 #include "runtime/runtime.h"
 
 namespace softhca::runtime {
@@ -41,6 +42,7 @@ class LiveDevice final : public DeviceSlot,
   pcie::HostPort& host_port() override { return host_port_; }
   hwif::CommandInterface& commands() override { return *this; }
   pcie::Counters& counters() override { return counters_; }
+  pcie::HostKernel& kernel() override { return kernel_; }
   uint32_t acquire_uar() override;
   void release_uar(uint32_t uar_index) override;
   [[nodiscard]] uint8_t blueflame_mode() const override { return blueflame_mode_; }
@@ -65,6 +67,7 @@ class LiveDevice final : public DeviceSlot,
   TlpTap* tlp_tap_;
   PacketTap* packet_tap_;
   std::atomic<uint64_t>* seq_;
+  InprocKernel kernel_;  // before device_: outlives what the device was given
   pcie::Counters counters_;
   hca::Device device_;
   pcie::HostPort host_port_;

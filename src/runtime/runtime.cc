@@ -15,6 +15,7 @@
 #include "runtime/chrome_trace.h"
 #include "runtime/live_device.h"
 #include "runtime/pcap_tap.h"
+#include "runtime/shared_runtime.h"
 #include "runtime/tap_fanout.h"
 #include "runtime/trace_recorder.h"
 
@@ -106,6 +107,12 @@ class LiveRuntime final : public Runtime {
   std::vector<std::unique_ptr<LiveDevice>> devices_;
   std::vector<DeviceSlot*> slots_;
 };
+
+// SOFTHCA_NUM_DEVICES set (even to 1): the private in-process runtime; unset: the host's shared one.
+bool private_mode_from_env() {
+  const char* v = std::getenv("SOFTHCA_NUM_DEVICES");
+  return v != nullptr && *v != '\0';
+}
 
 uint32_t devices_from_env() {
   const char* v = std::getenv("SOFTHCA_NUM_DEVICES");
@@ -209,6 +216,39 @@ void finish_observers() {
 
 }  // namespace
 
+namespace {
+
+// This process's attachment to its host's shared device (docs/live-mode.md), detached at exit: its
+// objects destroyed, the host segment removed when it is the host's last process. When attaching
+// fails (a bad SOFTHCA_FABRIC/SOFTHCA_HOST, no /dev/shm) the reason goes to stderr and the process
+// sees no device, as on a machine whose HCA is absent.
+SharedRuntime* g_shared = nullptr;
+
+Runtime* shared_from_env(const RuntimeOptions& options) {
+  SharedRuntimeOptions so;
+  std::string error;
+  if (!host_names_from_env(so.names, error)) {
+    std::fprintf(stderr, "softhca: %s; no device\n", error.c_str());
+    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr});
+  }
+  so.config_for_lid = [](uint16_t lid) { return config_from_env(lid > 0 ? lid - 1u : 0u); };
+  so.pcie = options.pcie;
+  so.tlp_tap = options.tlp_tap;
+  so.packet_tap = options.packet_tap;
+  std::unique_ptr<SharedRuntime> rt = SharedRuntime::create(so, error);
+  if (rt == nullptr) {
+    std::fprintf(stderr, "softhca: cannot attach host %s of fabric %s: %s; no device\n", so.names.host.c_str(),
+                 so.names.fabric.c_str(), error.c_str());
+    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr});
+  }
+  g_shared = rt.release();
+  // Registered before SOFTHCA_STATS's handler, so it runs after it (atexit runs in reverse).
+  std::atexit([] { g_shared->detach(); });
+  return g_shared;
+}
+
+}  // namespace
+
 Runtime& Runtime::process() {
   // Created on first use and never destroyed: verbs objects may be used until the very end of
   // the process, from any thread. SOFTHCA_STATS, SOFTHCA_PCAP and SOFTHCA_TRACE are finished at
@@ -227,7 +267,7 @@ Runtime& Runtime::process() {
       if (g_observers->fanout.has_packet_taps()) options.packet_tap = &g_observers->fanout;
       std::atexit(finish_observers);
     }
-    auto* rt = new LiveRuntime(options);
+    Runtime* rt = private_mode_from_env() ? new LiveRuntime(options) : shared_from_env(options);
     const uint8_t bf = blueflame_from_env();
     for (DeviceSlot* d : rt->devices()) d->set_blueflame_mode(bf);
     if (std::getenv("SOFTHCA_STATS") != nullptr) {

@@ -19,6 +19,7 @@
 #include "hca/device.h"
 #include "hwif/device_interface.h"
 #include "pcie/counters.h"
+#include "pcie/host_kernel.h"
 #include "pcie/host_port.h"
 
 namespace softhca::runtime {
@@ -33,6 +34,9 @@ class DeviceSlot {
   virtual pcie::HostPort& host_port() = 0;
   virtual hwif::CommandInterface& commands() = 0;
   virtual pcie::Counters& counters() = 0;
+  // The host kernel services of the device's host (DMA-coherent memory, pinning, interrupt
+  // vectors) that the driver of every context opened on this device uses. Outlives the contexts.
+  virtual pcie::HostKernel& kernel() = 0;
   // Allocates a UAR page index for a new context; released with release_uar.
   virtual uint32_t acquire_uar() = 0;
   virtual void release_uar(uint32_t uar_index) = 0;

@@ -1,5 +1,6 @@
 // The softhca command-line tool. Subcommands: demo (the seed's experiment), model (what-ifs on the
-// timing model), stats and trace.
+// timing model), stats and trace, and run (a
+// verbs program on softhca).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "tools/demo_cli.h"
 #include "tools/model_cli.h"
+#include "tools/run_cmd.h"
 #include "tools/stats_cmd.h"
 #include "tools/trace_cmd.h"
 
@@ -31,6 +33,9 @@ int main(int argc, char** argv) {
   // Observability (issue 5): `stats` and `trace` run from their own callbacks and exit.
   softhca::tools::add_stats_command(app);
   softhca::tools::add_trace_command(app);
+
+  // Live mode (issue 3): `run` execs a verbs program on softhca.
+  softhca::tools::add_run_command(app);
 
   try {
     app.parse(argc, argv);

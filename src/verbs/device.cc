@@ -227,7 +227,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     priv->uar_index = slot->acquire_uar();
     uar_acquired = true;
     const driver::DeviceLink link{&slot->host_port(), &slot->commands(), priv->uar_index,
-                                  verbs::blueflame_mode(slot->blueflame_mode())};
+                                  verbs::blueflame_mode(slot->blueflame_mode()), &slot->kernel()};
     vctx = driver::open_context(device, link, cmd_fd, async_fd);
   } catch (const std::bad_alloc&) {
     errno = ENOMEM;

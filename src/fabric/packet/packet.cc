@@ -140,23 +140,90 @@ std::string_view to_string(ParseStatus s) {
     case ParseStatus::kBadIcrc: return "bad ICRC";
     case ParseStatus::kBadVcrc: return "bad VCRC";
     case ParseStatus::kBadPad: return "bad pad";
+    case ParseStatus::kBadIp: return "bad IPv4 header";
+    case ParseStatus::kBadUdp: return "bad UDP header";
   }
   return "unknown";
 }
 
-size_t wire_bytes(const PacketFields& f, size_t payload_bytes) {
+size_t transport_bytes(const PacketFields& f, size_t payload_bytes) {
   const OpcodeInfo info = opcode_info(f.opcode);
   if (!info.valid || !ext_headers_match(f, info)) return 0;
   if (!info.has_payload && payload_bytes != 0) return 0;
   if (payload_bytes > kMaxPayloadBytes) return 0;
-  return kLrhBytes + (f.grh ? kGrhBytes : 0) + kBthBytes + info.ext_bytes() + payload_bytes +
-         pad_count(payload_bytes) + kCrcBytes;
+  return kBthBytes + info.ext_bytes() + payload_bytes + pad_count(payload_bytes);
+}
+
+size_t serialize_transport(const PacketFields& f, std::span<const uint8_t> payload, std::span<uint8_t> out) {
+  const size_t total = transport_bytes(f, payload.size());
+  if (total == 0 || out.size() < total) return 0;
+  const uint8_t pad = pad_count(payload.size());
+  size_t off = 0;
+
+  Bth bth{};
+  bth.set(static_cast<uint8_t>(f.opcode), f.solicited, f.migreq, pad, f.pkey, f.dest_qp.value(), f.ack_req,
+          f.psn.value());
+  put(out, off, bth);
+
+  put_ext_headers(f, out, off);
+
+  if (!payload.empty()) std::memcpy(out.data() + off, payload.data(), payload.size());
+  off += payload.size();
+  std::fill_n(out.data() + off, pad, uint8_t{0});
+  off += pad;
+  return off;
+}
+
+ParseStatus parse_transport(std::span<const uint8_t> bytes, PacketFields& out, std::span<const uint8_t>& payload) {
+  if (bytes.size() < kBthBytes) return ParseStatus::kBadLength;
+  size_t off = 0;
+  const Bth bth = take<Bth>(bytes, off);
+  const OpcodeInfo info = opcode_info(bth.opcode);
+  if (!info.valid || bth.tver() != 0) return ParseStatus::kBadOpcode;
+  if (bytes.size() - off < info.ext_bytes()) return ParseStatus::kBadLength;
+
+  PacketFields f;
+  get_ext_headers(info, bytes, off, f);
+
+  // What is left is payload + pad.
+  const size_t area = bytes.size() - off;
+  const uint8_t pad = bth.pad_count();
+  if (!info.has_payload) {
+    if (area != 0) return ParseStatus::kBadLength;
+    if (pad != 0) return ParseStatus::kBadPad;
+  } else {
+    if (pad > area) return ParseStatus::kBadPad;
+    if (area - pad > kMaxPayloadBytes) return ParseStatus::kBadLength;
+  }
+
+  out.opcode = static_cast<BthOpcode>(bth.opcode);
+  out.solicited = bth.se();
+  out.migreq = bth.m();
+  out.pkey = bth.p_key();
+  out.dest_qp = Qpn(bth.dest_qp());
+  out.ack_req = bth.ack_req();
+  out.psn = Psn(bth.psn());
+  out.deth = f.deth;
+  out.reth = f.reth;
+  out.atomic_eth = f.atomic_eth;
+  out.aeth = f.aeth;
+  out.atomic_ack = f.atomic_ack;
+  out.imm = f.imm;
+  out.ieth = f.ieth;
+  payload = bytes.subspan(off, area - pad);
+  return ParseStatus::kOk;
+}
+
+size_t wire_bytes(const PacketFields& f, size_t payload_bytes) {
+  if (!f.has_lrh) return 0;
+  const size_t transport = transport_bytes(f, payload_bytes);
+  if (transport == 0) return 0;
+  return kLrhBytes + (f.grh ? kGrhBytes : 0) + transport + kCrcBytes;
 }
 
 size_t serialize(const PacketFields& f, std::span<const uint8_t> payload, std::span<uint8_t> out) {
   const size_t total = wire_bytes(f, payload.size());
   if (total == 0 || out.size() < total) return 0;
-  const uint8_t pad = pad_count(payload.size());
   const size_t icrc_off = total - kCrcBytes;
   size_t off = 0;
 
@@ -176,17 +243,7 @@ size_t serialize(const PacketFields& f, std::span<const uint8_t> payload, std::s
     put(out, off, grh);
   }
 
-  Bth bth{};
-  bth.set(static_cast<uint8_t>(f.opcode), f.solicited, f.migreq, pad, f.pkey, f.dest_qp.value(), f.ack_req,
-          f.psn.value());
-  put(out, off, bth);
-
-  put_ext_headers(f, out, off);
-
-  if (!payload.empty()) std::memcpy(out.data() + off, payload.data(), payload.size());
-  off += payload.size();
-  std::fill_n(out.data() + off, pad, uint8_t{0});
-  off += pad;
+  off += serialize_transport(f, payload, out.subspan(off, icrc_off - off));
 
   put_crc32(out.data() + icrc_off, compute_icrc(out.first(icrc_off)));
   put_crc16(out.data() + icrc_off + kIcrcBytes, compute_vcrc(out.first(icrc_off + kIcrcBytes)));
@@ -216,7 +273,7 @@ ParseStatus parse(std::span<const uint8_t> bytes, PacketFields& out, std::span<c
   const size_t icrc_off = vcrc_off - kIcrcBytes;
   size_t off = kLrhBytes;
 
-  std::optional<GrhFields> grh_fields;
+  PacketFields f;
   if (global) {
     const Grh grh = load_as<Grh>(bytes.data() + off);
     if (grh.ip_version() != kGrhIpVersion || grh.next_header != kGrhNextHeaderIba ||
@@ -229,46 +286,22 @@ ParseStatus parse(std::span<const uint8_t> bytes, PacketFields& out, std::span<c
     g.hop_limit = grh.hop_limit;
     std::memcpy(g.sgid.data(), grh.sgid, g.sgid.size());
     std::memcpy(g.dgid.data(), grh.dgid, g.dgid.size());
-    grh_fields = g;
+    f.grh = g;
     off += kGrhBytes;
   }
 
   if (compute_icrc(bytes.first(icrc_off)) != get_crc32(bytes.data() + icrc_off)) return ParseStatus::kBadIcrc;
 
-  const Bth bth = load_as<Bth>(bytes.data() + off);
-  off += kBthBytes;
-  const OpcodeInfo info = opcode_info(bth.opcode);
-  if (!info.valid || bth.tver() != 0) return ParseStatus::kBadOpcode;
-  if (icrc_off - off < info.ext_bytes()) return ParseStatus::kBadLength;
-
-  PacketFields f;
-  get_ext_headers(info, bytes, off, f);
-
-  // What is left before the ICRC is payload + pad (a multiple of 4, since every header is).
-  const size_t area = icrc_off - off;
-  const uint8_t pad = bth.pad_count();
-  if (!info.has_payload) {
-    if (area != 0) return ParseStatus::kBadLength;
-    if (pad != 0) return ParseStatus::kBadPad;
-  } else {
-    if (pad > area) return ParseStatus::kBadPad;
-    if (area - pad > kMaxPayloadBytes) return ParseStatus::kBadLength;
-  }
+  std::span<const uint8_t> body;
+  const ParseStatus st = parse_transport(bytes.subspan(off, icrc_off - off), f, body);
+  if (st != ParseStatus::kOk) return st;
 
   f.vl = lrh.vl();
   f.sl = lrh.sl();
   f.dlid = Lid(lrh.dlid.get());
   f.slid = Lid(lrh.slid.get());
-  f.grh = grh_fields;
-  f.opcode = static_cast<BthOpcode>(bth.opcode);
-  f.solicited = bth.se();
-  f.migreq = bth.m();
-  f.pkey = bth.p_key();
-  f.dest_qp = Qpn(bth.dest_qp());
-  f.ack_req = bth.ack_req();
-  f.psn = Psn(bth.psn());
   out = f;
-  payload = bytes.subspan(off, area - pad);
+  payload = body;
   return ParseStatus::kOk;
 }
 

@@ -1,6 +1,7 @@
 // One InfiniBand packet on a native IB link: decoded fields <-> wire bytes LRH [GRH] BTH [ETHs]
 // payload pad ICRC VCRC (IBA vol 1, ch. 7-9). Parse and serialise only: no transport rules (PSN
-// windows, MTU, P_Key and Q_Key checks), no raw packets, no RoCE framing. Sizes in bytes.
+// windows, MTU, P_Key and Q_Key checks), no raw packets. RoCEv2 framing (IPv4/UDP in place of LRH and
+// GRH, no VCRC) is roce.h, built on the transport part here (BTH [ETHs] payload pad). Sizes in bytes.
 //
 // CRC wire order and masks. Both CRCs go on the wire least significant byte first, as Ethernet's
 // FCS does. Evidence: Mellanox's MPGA packet generator (OpenIB gen1, 2004) masks exactly the fields
@@ -9,7 +10,7 @@
 // test/contrib/roce.uts) ends in 82 fd 00 2a (CRC-32 0x2a00fd82 of its masked bytes). No captured
 // VCRC value was found; its algorithm and byte order agree with MPGA and Endace's DAG library.
 //
-// RoCEv2, for later (IBA Annex A17, as rxe_icrc.c and scapy implement it): there is no LRH, so the
+// RoCEv2 (roce.h; IBA Annex A17, as rxe_icrc.c and scapy implement it): there is no LRH, so the
 // ICRC starts with 8 bytes of 0xFF standing in for it, then covers the IP header (IPv4: TOS, TTL and
 // header checksum replaced by 1s; IPv6: traffic class, flow label and hop limit replaced by 1s), the
 // UDP header (checksum replaced by 1s), the BTH (Resv8a replaced by 1s), the ETHs and payload+pad.
@@ -99,7 +100,10 @@ struct AtomicAckFields {
 // are 0; reserved bits (including BTH Resv8a, FECN/BECN) are sent as 0 and ignored on receive.
 // Exactly the extension headers opcode_info(opcode) names are present: serialize() refuses others.
 struct PacketFields {
-  // LRH
+  // LRH. has_lrh is false for a packet that came without one (parse_roce(): RoCEv2, where the IPv4
+  // and UDP headers stand in for LRH and GRH); vl, sl, dlid and slid are then 0 and meaningless, and
+  // serialize() refuses the fields (serialize_roce() ignores all five members).
+  bool has_lrh = true;
   uint8_t vl = 0;  // 4 bits
   uint8_t sl = 0;  // 4 bits
   Lid dlid;
@@ -138,11 +142,17 @@ enum class ParseStatus : uint8_t {
   kBadIcrc,
   kBadVcrc,
   kBadPad,     // PadCnt larger than the payload area, or not 0 on an opcode without payload
+  // RoCEv2 only (parse_roce())
+  kBadIp,      // not IPv4, options present, bytes behind the Total Length, bad header checksum, a
+               // fragment, or a protocol other than UDP (fewer bytes than Total Length: kTruncated)
+  kBadUdp,     // no room for a UDP header, UDP Length not matching the IPv4 Total Length, or a
+               // destination port other than the RoCEv2 port the receiver expects
 };
 std::string_view to_string(ParseStatus s);
 
 // [bytes] on the wire, LRH through VCRC; 0 when the fields cannot be serialised (invalid opcode,
-// extension headers not matching it, payload on an opcode without one, payload > kMaxPayloadBytes).
+// extension headers not matching it, payload on an opcode without one, payload > kMaxPayloadBytes,
+// has_lrh false).
 size_t wire_bytes(const PacketFields& f, size_t payload_bytes);
 
 // Writes LRH [GRH] BTH [ETHs] payload pad ICRC VCRC into out and returns the bytes written: 0 when
@@ -155,6 +165,18 @@ size_t serialize(const PacketFields& f, std::span<const uint8_t> payload, std::s
 // the fields and payload the payload bytes (pad excluded, pointing into bytes); on any error both are
 // reset. Reads nothing outside bytes, for any input.
 ParseStatus parse(std::span<const uint8_t> bytes, PacketFields& out, std::span<const uint8_t>& payload);
+
+// The part native IB and RoCEv2 share: BTH [ETHs] payload pad (ICRC excluded).
+// [bytes] of it for f, or 0 when f cannot be serialised (the rules of wire_bytes(), headers in front aside).
+size_t transport_bytes(const PacketFields& f, size_t payload_bytes);
+// Writes BTH [ETHs] payload pad into out and returns the bytes written, 0 as transport_bytes() or when
+// out is smaller. Only the BTH and ETH members of f are read.
+size_t serialize_transport(const PacketFields& f, std::span<const uint8_t> payload, std::span<uint8_t> out);
+// Decodes BTH [ETHs] payload pad (exactly, ICRC excluded) into the BTH and ETH members of f, which it
+// leaves untouched on error; payload points into bytes (pad excluded). Returns kOk, kBadOpcode,
+// kBadLength (fewer bytes than a BTH counts as kBadLength) or kBadPad. Reads nothing outside bytes.
+ParseStatus parse_transport(std::span<const uint8_t> bth_through_pad, PacketFields& f,
+                            std::span<const uint8_t>& payload);
 
 // ICRC (IBA 7.8.1) of LRH..pad with the variant fields read as 1s: local packets (LNH != 3) mask
 // LRH VL and BTH Resv8a; global packets (LNH 3) mask the whole LRH, GRH TClass, FlowLabel and HopLmt,

@@ -75,7 +75,7 @@ void Requester::pump() {
 
 bool Requester::gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst) {
   if (w.is_inline) {
-    copy_from_ring(qp_.sq_shadow, static_cast<uint32_t>(w.inline_offset + offset), dst, len);
+    copy_from_ring(dev_.sq_shadow(qp_), static_cast<uint32_t>(w.inline_offset + offset), dst, len);
     return true;
   }
   for (uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
@@ -87,7 +87,7 @@ bool Requester::gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t*
     const auto n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, len));
     const Translation t = dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr + offset, n, 0);
     if (t.result != KeyCheck::kOk) return false;
-    dev_.dma_.dma_read(t.host_addr, dst, n, pcie::TlpCause::kPayloadRead);
+    if (!dev_.dma_.dma_read(t.host_addr, dst, n, pcie::TlpCause::kPayloadRead)) return dev_.fault();
     dst += n;
     len -= n;
     offset = 0;
@@ -105,7 +105,7 @@ bool Requester::scatter(const SendWqe& w, uint64_t offset, std::span<const uint8
     const auto n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, data.size()));
     const Translation t = dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr + offset, n, kAccessLocalWrite);
     if (t.result != KeyCheck::kOk) return false;
-    dev_.dma_.dma_write(t.host_addr, data.data(), n, pcie::TlpCause::kPayloadWrite);
+    if (!dev_.dma_.dma_write(t.host_addr, data.data(), n, pcie::TlpCause::kPayloadWrite)) return dev_.fault();
     data = data.subspan(n);
     offset = 0;
   }
@@ -170,7 +170,7 @@ void Requester::arm_ack_timer() {
 
 SendRecord* Requester::record_for_psn(uint32_t psn) {
   for (uint16_t bb = qp_.req.complete; bb != qp_.req.exec;) {
-    SendRecord& r = qp_.record(bb);
+    SendRecord& r = dev_.record(qp_, bb);
     if (r.npkts > 0 && psn_cmp(psn, r.first_psn) >= 0 && psn_cmp(psn, psn_add(r.first_psn, r.npkts)) < 0) return &r;
     bb = static_cast<uint16_t>(bb + r.wqe.bbs);
   }
@@ -197,7 +197,7 @@ bool Requester::is_done(const SendRecord& r) const {
 void Requester::complete_acked() {
   Completer done(dev_);
   while (qp_.req.complete != qp_.req.exec) {
-    SendRecord& r = qp_.record(qp_.req.complete);
+    SendRecord& r = dev_.record(qp_, qp_.req.complete);
     if (!is_done(r)) {
       const bool acked = psn_cmp(psn_add(r.first_psn, r.npkts), qp_.req.una_psn) <= 0;
       // Later PSNs were ACKed but this READ's data never came: ask for it again.
@@ -225,12 +225,12 @@ void Requester::fail_at(uint32_t psn, CqeSyndrome syndrome) {
   SendRecord* failing = record_for_psn(psn);
   // WQEs before the failing one that are fully done complete normally; the rest are flushed.
   while (qp_.req.complete != qp_.req.exec) {
-    SendRecord& r = qp_.record(qp_.req.complete);
+    SendRecord& r = dev_.record(qp_, qp_.req.complete);
     if (&r == failing || !is_done(r)) break;
     if (r.wqe.signaled) done.send_done(qp_, r.wqe);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + r.wqe.bbs);
   }
-  if (failing != nullptr && &qp_.record(qp_.req.complete) == failing) {
+  if (failing != nullptr && &dev_.record(qp_, qp_.req.complete) == failing) {
     done.send_error(qp_, failing->wqe, syndrome);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + failing->wqe.bbs);
   }

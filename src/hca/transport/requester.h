@@ -1,7 +1,8 @@
 // The requester side of a QP's transport: turns executed WQEs into request packets (RC, UC, UD),
 // and for RC tracks PSNs, handles ACK/NAK/RNR NAK, READ responses and atomic ACKs, completes WQEs
 // in order, and retransmits (go-back-N from the first unacknowledged PSN) on NAK or timeout.
-// Data path under the device lock; the payload is gathered by DMA per packet.
+// Data path under the device lock; the payload is gathered by DMA per packet. A DMA fault on the
+// WQE's local buffers completes it with a local protection error (IBV_WC_LOC_PROT_ERR).
 #pragma once
 #include <span>
 

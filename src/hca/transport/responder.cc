@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 
 #include "hca/completer.h"
 #include "hwif/doorbell_record.h"
@@ -36,14 +37,19 @@ void Responder::on_request(const fabric::PacketFields& f, std::span<const uint8_
 
 bool Responder::take_rq_wqe(RecvBuffer& rb) {
   if (qp_.rq_ci == qp_.rq_posted_cached) {
-    qp_.rq_posted_cached = static_cast<uint16_t>(dev_.read_dbrec_be32(qp_.dbrec + offsetof(QpDbRec, rq_counter), true));
+    const auto posted = dev_.read_dbrec_be32(qp_.dbrec + offsetof(QpDbRec, rq_counter), true);
+    if (!posted) return ring_fault();
+    qp_.rq_posted_cached = static_cast<uint16_t>(*posted);
     if (qp_.rq_ci == qp_.rq_posted_cached) return false;
   }
   const uint32_t stride = 1u << qp_.log_rq_stride;
   const uint64_t addr = qp_.rq_addr + static_cast<uint64_t>(qp_.rq_ci & ((1u << qp_.log_rq_cnt) - 1)) * stride;
   std::array<DataSeg, kMaxSendSges> segs;
   const uint32_t nsegs = std::min<uint32_t>(stride / sizeof(DataSeg), kMaxSendSges);
-  dev_.dma_.dma_read(addr, segs.data(), nsegs * sizeof(DataSeg), pcie::TlpCause::kRecvWqeRead);
+  if (!dev_.dma_.dma_read(addr, segs.data(), nsegs * sizeof(DataSeg), pcie::TlpCause::kRecvWqeRead)) {
+    dev_.fault();
+    return ring_fault();
+  }
   rb = RecvBuffer{};
   for (uint32_t i = 0; i < nsegs && segs[i].lkey.get() != kInvalidLkey; ++i) {
     rb.sge[rb.num_sge++] = Sge{segs[i].addr.get(), segs[i].byte_count.get(), segs[i].lkey.get()};
@@ -58,7 +64,9 @@ bool Responder::take_srq_wqe(RecvBuffer& rb) {
   SharedReceiveQueue* srq = dev_.srqs_.find(qp_.srqn);
   if (srq == nullptr) return false;
   if (srq->consumed == srq->posted_cached) {
-    srq->posted_cached = static_cast<uint16_t>(dev_.read_dbrec_be32(srq->dbrec + offsetof(SrqDbRec, counter), true));
+    const auto posted = dev_.read_dbrec_be32(srq->dbrec + offsetof(SrqDbRec, counter), true);
+    if (!posted) return ring_fault();
+    srq->posted_cached = static_cast<uint16_t>(*posted);
     if (srq->consumed == srq->posted_cached) return false;
   }
   const uint32_t stride = 1u << srq->log_stride;
@@ -68,7 +76,10 @@ bool Responder::take_srq_wqe(RecvBuffer& rb) {
     std::array<DataSeg, kMaxSendSges> segs;
   } wqe;
   const uint32_t bytes = std::min<uint32_t>(stride, sizeof wqe);
-  dev_.dma_.dma_read(addr, &wqe, bytes, pcie::TlpCause::kRecvWqeRead);
+  if (!dev_.dma_.dma_read(addr, &wqe, bytes, pcie::TlpCause::kRecvWqeRead)) {
+    dev_.fault();
+    return ring_fault();
+  }
   const uint32_t nsegs = (bytes - sizeof(SrqNextSeg)) / sizeof(DataSeg);
   rb = RecvBuffer{};
   for (uint32_t i = 0; i < nsegs && wqe.segs[i].lkey.get() != kInvalidLkey; ++i) {
@@ -97,7 +108,7 @@ bool Responder::scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data) {
     const auto n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, data.size()));
     const Translation t = dev_.mkeys_.translate(s.lkey, pdn_for_recv(), s.addr + offset, n, kAccessLocalWrite);
     if (t.result != KeyCheck::kOk) return false;
-    dev_.dma_.dma_write(t.host_addr, data.data(), n, pcie::TlpCause::kPayloadWrite);
+    if (!dev_.dma_.dma_write(t.host_addr, data.data(), n, pcie::TlpCause::kPayloadWrite)) return dev_.fault();
     data = data.subspan(n);
     rb.offset += n;
     offset = 0;
@@ -128,7 +139,7 @@ Responder::Placed Responder::place_send(const fabric::PacketFields& f, std::span
   if (info.starts_message()) {
     // A receive WQE still held with nothing placed (UC after a lost message) is used again.
     if (rb.valid && rb.offset != 0) return Placed::kInvalid;
-    if (!rb.valid && !take_recv_wqe(rb)) return Placed::kNoRecv;
+    if (!rb.valid && !take_recv_wqe(rb)) return ring_fault_ ? Placed::kLocalProt : Placed::kNoRecv;
   } else if (!rb.valid) {
     return Placed::kInvalid;
   }
@@ -166,8 +177,14 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
   if (info.ends_message() && payload.size() != st.write_remaining) return Placed::kLength;
   // WRITE with immediate consumes a receive WQE; without one the packet is refused (RNR) before
   // any byte is written.
-  if (info.ends_message() && f.imm && !qp_.resp.recv.valid && !take_recv_wqe(qp_.resp.recv)) return Placed::kNoRecv;
-  dev_.dma_.dma_write(st.write_host_addr, payload.data(), payload.size(), pcie::TlpCause::kPayloadWrite);
+  if (info.ends_message() && f.imm && !qp_.resp.recv.valid && !take_recv_wqe(qp_.resp.recv))
+    return ring_fault_ ? Placed::kLocalProt : Placed::kNoRecv;
+  // A fault on the target memory is the remote access error a requester is told about.
+  if (!dev_.dma_.dma_write(st.write_host_addr, payload.data(), payload.size(), pcie::TlpCause::kPayloadWrite)) {
+    dev_.fault();
+    st.write_active = false;
+    return Placed::kAccess;
+  }
   st.write_host_addr += payload.size();
   st.write_remaining -= payload.size();
   if (info.ends_message()) {
@@ -211,7 +228,11 @@ Responder::Placed Responder::execute_read(const fabric::PacketFields& f) {
     if (pos != PacketPosition::kMiddle) r.aeth = fabric::AethFields{ack_syndrome(), qp_.resp.msn};
     const uint64_t off = static_cast<uint64_t>(i) * m;
     const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(m, len - off));
-    dev_.dma_.dma_read(t.host_addr + off, dev_.payload_buf_.data(), chunk, pcie::TlpCause::kPayloadRead);
+    // A fault ends the response; the NAK that follows fails the READ at the requester.
+    if (!dev_.dma_.dma_read(t.host_addr + off, dev_.payload_buf_.data(), chunk, pcie::TlpCause::kPayloadRead)) {
+      dev_.fault();
+      return Placed::kAccess;
+    }
     dev_.transmit(r, std::span<const uint8_t>(dev_.payload_buf_.data(), chunk));
   }
   return Placed::kOk;
@@ -225,9 +246,14 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
   const Translation t = dev_.mkeys_.translate(a.rkey.value(), qp_.pdn, a.va, 8, kAccessRemoteAtomic);
   if (t.result != KeyCheck::kOk) return Placed::kAccess;
   if (t.host_addr % 8 != 0) return Placed::kInvalid;  // an MR whose iova and address differ mod 8
-  const uint64_t orig = f.opcode == BthOpcode::kRcCompareSwap
-                            ? dev_.dma_.atomic_compare_swap(t.host_addr, a.compare, a.swap_add)
-                            : dev_.dma_.atomic_fetch_add(t.host_addr, a.swap_add);
+  const std::optional<uint64_t> result = f.opcode == BthOpcode::kRcCompareSwap
+                                             ? dev_.dma_.atomic_compare_swap(t.host_addr, a.compare, a.swap_add)
+                                             : dev_.dma_.atomic_fetch_add(t.host_addr, a.swap_add);
+  if (!result) {
+    dev_.fault();
+    return Placed::kAccess;
+  }
+  const uint64_t orig = *result;
   qp_.resp.last_atomic_psn = f.psn.value();
   qp_.resp.last_atomic_orig = orig;
   fabric::PacketFields r;
@@ -372,7 +398,10 @@ void Responder::on_ud(const fabric::PacketFields& f, std::span<const uint8_t> pa
   if (!f.deth) return dev_.stats_.drop(DropReason::kMalformed);
   if (f.deth->qkey != qp_.attr.qkey) return dev_.stats_.drop(DropReason::kBadQkey);
   RecvBuffer& rb = qp_.resp.recv;
-  if (!take_recv_wqe(rb)) return dev_.stats_.drop(DropReason::kNoReceiveWqe);
+  if (!take_recv_wqe(rb)) {
+    if (ring_fault_) return dev_.enter_error(qp_);  // its receive queue cannot be read
+    return dev_.stats_.drop(DropReason::kNoReceiveWqe);
+  }
   if (payload.size() + kGrhSlotBytes > rb.capacity) {
     Completer(dev_).recv_error(qp_, rb.wqe_counter, CqeSyndrome::kLocLenErr);
     rb.valid = false;
@@ -412,7 +441,9 @@ void Responder::flush() {
   }
   qp_.resp.recv.valid = false;
   if (qp_.srqn != kNoSrq) return;
-  qp_.rq_posted_cached = static_cast<uint16_t>(dev_.read_dbrec_be32(qp_.dbrec + offsetof(QpDbRec, rq_counter), true));
+  const auto posted = dev_.read_dbrec_be32(qp_.dbrec + offsetof(QpDbRec, rq_counter), true);
+  if (!posted) return;  // a receive queue that cannot be read has nothing to flush
+  qp_.rq_posted_cached = static_cast<uint16_t>(*posted);
   while (qp_.rq_ci != qp_.rq_posted_cached) done.recv_error(qp_, qp_.rq_ci++, CqeSyndrome::kWrFlushErr);
 }
 

@@ -3,6 +3,9 @@
 // nothing is posted, rkey/bounds/access checks for WRITE, READ and atomics with NAKs, READ responses,
 // atomic ACKs, ACKs when the requester asks (AckReq). UC: the same placement with no ACK/NAK,
 // dropping broken messages. UD: Q_Key check, GRH placement in the first 40 bytes of the buffer.
+// DMA faults: on WRITE/READ/atomic target memory a NAK remote access error; on a receive buffer
+// or the receive queue itself a local protection error (RC: NAK remote operational error); the
+// QP goes to error.
 #pragma once
 #include <span>
 
@@ -31,7 +34,12 @@ class Responder {
   Placed place_write(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   Placed execute_read(const fabric::PacketFields& f);
   Placed execute_atomic(const fabric::PacketFields& f);
+  // false: nothing posted, or (ring_fault_ set) the receive queue could not be read.
   bool take_recv_wqe(RecvBuffer& rb);
+  bool ring_fault() {
+    ring_fault_ = true;
+    return false;
+  }
   bool take_rq_wqe(RecvBuffer& rb);
   bool take_srq_wqe(RecvBuffer& rb);
   bool scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data);
@@ -45,6 +53,7 @@ class Responder {
 
   Device& dev_;
   QueuePair& qp_;
+  bool ring_fault_ = false;
 };
 
 }  // namespace softhca::hca

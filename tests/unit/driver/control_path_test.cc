@@ -110,7 +110,7 @@ TEST(ControlPath, RegMrChecksAccessFlagsAndFillsTheMrFields) {
   EXPECT_EQ(mr->context, h.ctx());
   const hwif::CreateMkeyIn& in = h.dev.mkeys.at(mr->lkey);
   EXPECT_EQ(mr->rkey, mr->lkey | 0x80000000);
-  EXPECT_EQ(in.host_addr, addr_of(buf.data()));
+  EXPECT_EQ(in.host_addr, pcie::dma_address(FakeKernel::kSlot, addr_of(buf.data())));  // the pinned DMA address
   EXPECT_EQ(in.iova, 0x10000u);
   EXPECT_EQ(in.length, buf.size());
   EXPECT_EQ(in.access, static_cast<uint32_t>(hwif::kAccessLocalWrite | hwif::kAccessRemoteWrite | hwif::kAccessRemoteRead));

@@ -19,8 +19,8 @@ namespace {
 constexpr uint64_t kCqDoorbell = hwif::uar_page_offset(0) + hwif::kCqDoorbellOffset;  // 0x1020
 
 // The device's EQE writer, by hand: owner = pass & 1, written last.
-void write_eqe(const hwif::CreateEqIn& eq, uint32_t index, uint32_t cqn) {
-  auto* ring = reinterpret_cast<hwif::Eqe*>(static_cast<uintptr_t>(eq.ring_addr));
+void write_eqe(const DeviceHarness& h, const hwif::CreateEqIn& eq, uint32_t index, uint32_t cqn) {
+  auto* ring = h.host<hwif::Eqe>(eq.ring_addr);
   hwif::Eqe& e = ring[index & ((1u << eq.log_nent) - 1)];
   e.type = hwif::kEqeTypeCompletion;
   e.cqn = cqn;
@@ -55,7 +55,7 @@ TEST(Events, GetCqEventReturnsTheCqNamedByTheEqeAndTheNextArmUsesTheNextSequence
   EXPECT_EQ(ch->context, h.ctx());
   ASSERT_EQ(h.dev.eqs.size(), 1u);
   const auto& [eqn, eq] = *h.dev.eqs.begin();
-  EXPECT_EQ(eq.irq_fd, ch->fd);
+  EXPECT_EQ(eq.msi_vector, FakeKernel::kVectorBase);  // the vector the host kernel gave, not the fd
   EXPECT_EQ(fcntl(ch->fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
 
   ibv_cq* cq = create_cq(h.ctx(), 15, ch, 1);
@@ -68,7 +68,7 @@ TEST(Events, GetCqEventReturnsTheCqNamedByTheEqeAndTheNextArmUsesTheNextSequence
   EXPECT_EQ(destroy_comp_channel(ch), EBUSY);
 
   ASSERT_EQ(req_notify_cq(cq, 0), 0);
-  write_eqe(eq, 0, cq->handle);
+  write_eqe(h, eq, 0, cq->handle);
   signal(ch->fd);
   ibv_cq* got = nullptr;
   void* got_ctx = nullptr;
@@ -118,8 +118,8 @@ TEST(Events, GetCqEventBlocksUntilTheDeviceWritesAnEqeAndSignalsTheEventfd) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(returned.load());
-  write_eqe(eq, 0, cq->handle);
-  signal(ch->fd);
+  write_eqe(h, eq, 0, cq->handle);
+  h.kernel.raise(eq.msi_vector);  // the device's MSI-X write
   waiter.join();
   EXPECT_EQ(got, cq);
   ack_cq_events(cq, 1);
@@ -138,7 +138,7 @@ TEST(Events, EqesOfDestroyedCqsAreSkippedAndTheRingWraps) {
   ibv_cq* got = nullptr;
   void* c = nullptr;
   for (uint32_t i = 0; i < nent + 2; ++i) {
-    write_eqe(eq, i, i % 3 == 1 ? 0xabcdef : cq->handle);  // every third names no CQ
+    write_eqe(h, eq, i, i % 3 == 1 ? 0xabcdef : cq->handle);  // every third names no CQ
     if (i % 3 == 1) continue;
     signal(ch->fd);
     ASSERT_EQ(get_cq_event(ch, &got, &c), 0) << i;

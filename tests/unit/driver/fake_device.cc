@@ -146,6 +146,7 @@ DeviceHarness::DeviceHarness(BlueFlameMode mode, uint32_t uar_index) {
   link.cmd = &dev;
   link.uar_index = uar_index;
   link.blueflame = mode;
+  link.kernel = &kernel;
   vctx_ = open_context(&device_, link, -1, -1);
   EXPECT_NE(vctx_, nullptr);
   pd_ = alloc_pd(ctx());
@@ -157,6 +158,11 @@ DeviceHarness::~DeviceHarness() {
   for (auto it = cqs_.rbegin(); it != cqs_.rend(); ++it) EXPECT_EQ(destroy_cq(*it), 0);
   EXPECT_EQ(dealloc_pd(pd_), 0);
   EXPECT_EQ(close_context(ctx()), 0);
+  // Everything the driver took from the host kernel was given back, exactly once.
+  EXPECT_EQ(kernel.buffers_held(), 0u);
+  EXPECT_EQ(kernel.pins_held(), 0u);
+  EXPECT_EQ(kernel.vectors_held(), 0u);
+  EXPECT_EQ(kernel.mismatches, 0);
 }
 
 ibv_cq* DeviceHarness::cq(int cqe, ibv_comp_channel* ch) {
@@ -206,20 +212,20 @@ void DeviceHarness::to_rts(ibv_qp* q) {
 }
 
 uint8_t* DeviceHarness::sq(ibv_qp* q) {
-  return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(dev.qps.at(q->qp_num).sq_addr));
+  return host(dev.qps.at(q->qp_num).sq_addr);
 }
 uint32_t DeviceHarness::sq_bbs(ibv_qp* q) { return 1u << dev.qps.at(q->qp_num).log_sq_bbs; }
 uint8_t* DeviceHarness::rq(ibv_qp* q) {
-  return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(dev.qps.at(q->qp_num).rq_addr));
+  return host(dev.qps.at(q->qp_num).rq_addr);
 }
 hwif::QpDbRec* DeviceHarness::qp_dbrec(ibv_qp* q) {
-  return reinterpret_cast<hwif::QpDbRec*>(static_cast<uintptr_t>(dev.qps.at(q->qp_num).dbrec_addr));
+  return host<hwif::QpDbRec>(dev.qps.at(q->qp_num).dbrec_addr);
 }
 hwif::Cqe64* DeviceHarness::cqes(ibv_cq* c) {
-  return reinterpret_cast<hwif::Cqe64*>(static_cast<uintptr_t>(dev.cqs.at(c->handle).ring_addr));
+  return host<hwif::Cqe64>(dev.cqs.at(c->handle).ring_addr);
 }
 hwif::CqDbRec* DeviceHarness::cq_dbrec(ibv_cq* c) {
-  return reinterpret_cast<hwif::CqDbRec*>(static_cast<uintptr_t>(dev.cqs.at(c->handle).dbrec_addr));
+  return host<hwif::CqDbRec>(dev.cqs.at(c->handle).dbrec_addr);
 }
 
 void write_cqe(hwif::Cqe64* ring, uint32_t log_nent, uint32_t index, const hwif::Cqe64& cqe, hwif::CqeOpcode op) {

@@ -3,6 +3,7 @@
 // create command said (ring addresses, sizes), so tests can read the rings the driver wrote and
 // write CQEs/EQEs by hand. It executes nothing.
 #pragma once
+#include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "driver/provider.h"
+#include "fake_kernel.h"
 #include "hwif/cmd.h"
 #include "hwif/cqe.h"
 #include "hwif/device_interface.h"
@@ -55,7 +57,8 @@ class FakeDevice final : public hwif::MmioTarget, public hwif::CommandInterface 
   std::map<uint32_t, hwif::QpAttributes> qp_attr_;
 };
 
-// One device reached through a counted host port, and a context opened on it.
+// One device reached through a counted host port, a fake host kernel (DMA addresses that are not
+// pointers), and a context opened on it.
 class DeviceHarness {
  public:
   explicit DeviceHarness(BlueFlameMode mode = BlueFlameMode::kAuto, uint32_t uar_index = 0);
@@ -78,7 +81,7 @@ class DeviceHarness {
   int destroy(ibv_qp* qp);
   void to_state(ibv_qp* qp, ibv_qp_state s);
 
-  // The rings the driver gave the device.
+  // The rings the driver gave the device, found from their DMA addresses as the device would.
   uint8_t* sq(ibv_qp* qp);
   uint32_t sq_bbs(ibv_qp* qp);
   uint8_t* rq(ibv_qp* qp);
@@ -86,6 +89,15 @@ class DeviceHarness {
   hwif::Cqe64* cqes(ibv_cq* cq);
   hwif::CqDbRec* cq_dbrec(ibv_cq* cq);
 
+  // Host memory behind a DMA address the driver gave the device; fails the test if there is none.
+  template <class T = uint8_t>
+  T* host(uint64_t dma) const {
+    uint8_t* p = kernel.host(dma);
+    EXPECT_NE(p, nullptr) << "not a DMA address the kernel gave: 0x" << std::hex << dma;
+    return reinterpret_cast<T*>(p);
+  }
+
+  FakeKernel kernel;  // first: outlives everything the context allocated
   FakeDevice dev;
   pcie::Counters counters;
   pcie::PcieConfig config;

@@ -262,8 +262,8 @@ TEST(PollCqSrq, AnSrqCompletionIsFoundByWqeCounterAndItsWqeIsRecycled) {
     ibv_recv_wr* bad = nullptr;
     ASSERT_EQ(post_srq_recv(srq, &wr, &bad), 0);
   }
-  auto* ring = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(in.ring_addr));
-  auto* dbrec = reinterpret_cast<hwif::SrqDbRec*>(static_cast<uintptr_t>(in.dbrec_addr));
+  auto* ring = h.host(in.ring_addr);
+  auto* dbrec = h.host<hwif::SrqDbRec>(in.dbrec_addr);
   EXPECT_EQ(dbrec->counter.get(), 3u);
   // WQE 1: next -> 2, one data segment, then the terminator.
   EXPECT_EQ(seg_at<hwif::SrqNextSeg>(ring + 64).next_wqe_index.get(), 2u);

@@ -1,9 +1,14 @@
 #include "pcie/device_port.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "pcie/counters.h"
 #include "pcie/host_port.h"
@@ -41,6 +46,88 @@ TEST(DevicePort, AReadIsSplitByMrrsAndItsCompletionsByCompletionSize) {
   EXPECT_EQ(s.at(TlpType::kCplD, TlpCause::kPayloadRead).payload_bytes, 2048u);
   EXPECT_EQ(s.at(TlpType::kCplD, TlpCause::kPayloadRead).wire_bytes, 2048u + 16u * 20u);
   EXPECT_EQ(dst, src);
+}
+
+// The identity bridge in pieces of at most `piece` bytes, refusing one address range; records
+// the vectors raised.
+class PiecewiseBridge final : public HostBridge {
+ public:
+  std::span<uint8_t> map(uint64_t a, size_t len) override {
+    ++calls;
+    if (a >= refuse_lo && a < refuse_hi) return {};
+    return identity.map(a, len < piece ? len : piece);
+  }
+  void deliver_msi(uint64_t v) override { vectors.push_back(v); }
+  IdentityBridge identity;
+  size_t piece = 64;
+  uint64_t refuse_lo = 0, refuse_hi = 0;
+  int calls = 0;
+  std::vector<uint64_t> vectors;
+};
+
+TEST(DevicePort, ADmaIsResolvedPieceByPieceAndCountedAsOneTransfer) {
+  Counters counters;
+  PcieConfig config;  // MRRS 512, completions of 128
+  PiecewiseBridge bridge;
+  DevicePort port(counters, config, bridge);
+  alignas(4096) static std::array<uint8_t, 512> src{};
+  std::array<uint8_t, 512> dst{};
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 3);
+  EXPECT_TRUE(port.dma_read(addr_of(src.data()), dst.data(), dst.size(), TlpCause::kPayloadRead));
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(bridge.calls, 8);  // Expect: 512 bytes in pieces of 64
+  const auto s = counters.snapshot();
+  EXPECT_EQ(s.tlps(TlpType::kMRd, TlpCause::kPayloadRead), 1u);  // Expect: the TLPs of one 512-byte read
+  EXPECT_EQ(s.tlps(TlpType::kCplD, TlpCause::kPayloadRead), 4u);
+  // A publishing write in pieces stores every byte, the last one last.
+  alignas(64) static std::array<uint8_t, 128> cqe{};
+  EXPECT_TRUE(port.dma_write_publish(addr_of(cqe.data()), src.data(), cqe.size(), TlpCause::kCqeWrite));
+  EXPECT_EQ(std::memcmp(cqe.data(), src.data(), cqe.size()), 0);
+}
+
+TEST(DevicePort, AnAddressTheBridgeRefusesIsAFaultNotACrash) {
+  Counters counters;
+  PcieConfig config;
+  PiecewiseBridge bridge;
+  DevicePort port(counters, config, bridge);
+  alignas(64) static std::array<uint8_t, 256> mem{};
+  bridge.refuse_lo = addr_of(mem.data()) + 128;
+  bridge.refuse_hi = addr_of(mem.data()) + 256;
+  std::array<uint8_t, 256> buf{};
+  buf.fill(0x5a);
+  EXPECT_FALSE(port.dma_write(addr_of(mem.data()), buf.data(), buf.size(), TlpCause::kPayloadWrite));
+  EXPECT_EQ(mem[127], 0x5a);  // Expect: the pieces before the fault were written
+  EXPECT_FALSE(port.dma_read(addr_of(mem.data()) + 128, buf.data(), 8, TlpCause::kPayloadRead));
+  EXPECT_FALSE(port.read_dbrec(addr_of(mem.data()) + 128, TlpCause::kDbRecRead, true).has_value());
+  EXPECT_FALSE(port.atomic_fetch_add(addr_of(mem.data()) + 136, 1).has_value());
+  EXPECT_FALSE(port.atomic_compare_swap(addr_of(mem.data()) + 136, 0, 1).has_value());
+  EXPECT_EQ(port.atomic_fetch_add(addr_of(mem.data()) + 8, 5).value_or(99), 0x5a5a5a5a5a5a5a5aull);
+  // The identity bridge maps no null address and no address of another process's slot.
+  IdentityBridge identity;
+  EXPECT_TRUE(identity.map(0, 8).empty());
+  EXPECT_TRUE(identity.map(dma_address(1, addr_of(mem.data())), 8).empty());
+}
+
+TEST(DevicePort, AnInterruptIsOneFourByteMwrAndTheVectorGoesToTheBridge) {
+  Counters counters;
+  PcieConfig config;
+  PiecewiseBridge bridge;
+  DevicePort port(counters, config, bridge);
+  port.raise_interrupt(42);
+  EXPECT_EQ(counters.snapshot().tlps(TlpType::kMWr, TlpCause::kInterrupt), 1u);
+  EXPECT_EQ(bridge.vectors, std::vector<uint64_t>{42});
+}
+
+TEST(IdentityBridge, AVectorIsAnEventfdOfThisProcessAndRaisingItWritesOne) {
+  const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ASSERT_GE(fd, 0);
+  IdentityBridge bridge;
+  bridge.deliver_msi(static_cast<uint64_t>(fd));
+  bridge.deliver_msi(~uint64_t{0});  // Expect: "no vector" raises nothing and does not fail
+  uint64_t value = 0;
+  EXPECT_EQ(::read(fd, &value, sizeof value), static_cast<ssize_t>(sizeof value));
+  EXPECT_EQ(value, 1u);
+  ::close(fd);
 }
 
 class RecordingBar : public hwif::MmioTarget {

@@ -1,0 +1,319 @@
+// End-to-end figures of live mode across processes (issue 3, docs/live-mode.md): two processes of
+// one host, one RC QP each, through the public verbs API (this program links softhca's
+// libibverbs.so.1 like any verbs program):
+//   lat   8-byte RDMA WRITE ping-pong, each side spinning on its own memory: half round trip
+//   rate  8-byte inline RDMA WRITEs, postlist 32, 1 signaled in 64, one QP: messages per second
+//   bw    64 KiB RDMA WRITEs, 16 in flight: bytes per second
+// The process forks before any verbs call; parent and child swap QP addresses through pipes.
+// Prints a table, and JSON with --json. Options: --iters N (ping-pong round trips, default
+// 200000), --seconds S (rate and bw duration each, default 2), --only lat|rate|bw.
+#include <infiniband/verbs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kBufBytes = 1 << 20;
+constexpr uint32_t kLatBytes = 8;
+constexpr uint32_t kRateBytes = 8;
+constexpr uint32_t kPostlist = 32;
+constexpr uint32_t kSignalPeriod = 64;
+constexpr uint32_t kBwBytes = 64 * 1024;
+constexpr uint32_t kBwDepth = 16;
+constexpr uint32_t kSqDepth = 256;
+
+struct PeerInfo {
+  uint32_t lid, qpn, psn, rkey;
+  uint64_t addr;
+};
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "live_bench: %s (errno %d: %s)\n", what, errno, std::strerror(errno));
+  std::exit(1);
+}
+
+struct Endpoint {
+  ibv_device** list = nullptr;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  ibv_mr* mr = nullptr;
+  uint8_t* buf = nullptr;
+  PeerInfo remote{};
+
+  explicit Endpoint(uint32_t psn) {
+    list = ibv_get_device_list(nullptr);
+    if (list == nullptr || list[0] == nullptr) fail("no device");
+    ctx = ibv_open_device(list[0]);
+    if (ctx == nullptr) fail("ibv_open_device");
+    pd = ibv_alloc_pd(ctx);
+    buf = static_cast<uint8_t*>(std::aligned_alloc(4096, kBufBytes));
+    if (pd == nullptr || buf == nullptr) fail("alloc");
+    std::memset(buf, 0, kBufBytes);
+    mr = ibv_reg_mr(pd, buf, kBufBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    cq = ibv_create_cq(ctx, 2 * kSqDepth, nullptr, nullptr, 0);
+    if (mr == nullptr || cq == nullptr) fail("ibv_reg_mr/ibv_create_cq");
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = kSqDepth;
+    init.cap.max_recv_wr = 1;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = 64;
+    qp = ibv_create_qp(pd, &init);
+    if (qp == nullptr) fail("ibv_create_qp");
+    ibv_port_attr port{};
+    if (ibv_query_port(ctx, 1, &port) != 0) fail("ibv_query_port");
+    me = {port.lid, qp->qp_num, psn, mr->rkey, reinterpret_cast<uintptr_t>(buf)};
+  }
+  PeerInfo me{};
+
+  void connect() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+      fail("INIT");
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_4096;
+    a.dest_qp_num = remote.qpn;
+    a.rq_psn = remote.psn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.dlid = static_cast<uint16_t>(remote.lid);
+    a.ah_attr.port_num = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+      fail("RTR");
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = me.psn;
+    a.max_rd_atomic = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+      fail("RTS");
+  }
+
+  ~Endpoint() {
+    ibv_destroy_qp(qp);
+    ibv_destroy_cq(cq);
+    ibv_dereg_mr(mr);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    ibv_free_device_list(list);
+    std::free(buf);
+  }
+
+  // Posts `n` RDMA WRITEs of `bytes` from buf+local_off to remote+remote_off as one list.
+  void post_writes(uint32_t n, uint32_t bytes, uint64_t remote_off, bool inline_data, uint32_t signal_mask) {
+    ibv_sge sge[kPostlist];
+    ibv_send_wr wr[kPostlist];
+    for (uint32_t i = 0; i < n; ++i) {
+      sge[i] = {reinterpret_cast<uintptr_t>(buf), bytes, mr->lkey};
+      wr[i] = {};
+      wr[i].wr_id = i;
+      wr[i].sg_list = &sge[i];
+      wr[i].num_sge = 1;
+      wr[i].opcode = IBV_WR_RDMA_WRITE;
+      wr[i].send_flags = (inline_data ? IBV_SEND_INLINE : 0) | ((signal_mask >> i) & 1 ? IBV_SEND_SIGNALED : 0);
+      wr[i].wr.rdma.remote_addr = remote.addr + remote_off;
+      wr[i].wr.rdma.rkey = remote.rkey;
+      wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
+    }
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(qp, wr, &bad) != 0) fail("ibv_post_send");
+  }
+
+  // Polls until `n` completions arrived; exits on an error completion.
+  void wait_completions(uint32_t n) {
+    ibv_wc wc[16];
+    while (n > 0) {
+      const int got = ibv_poll_cq(cq, 16, wc);
+      if (got < 0) fail("ibv_poll_cq");
+      for (int i = 0; i < got; ++i)
+        if (wc[i].status != IBV_WC_SUCCESS) {
+          std::fprintf(stderr, "live_bench: completion error %s\n", ibv_wc_status_str(wc[i].status));
+          std::exit(1);
+        }
+      n -= static_cast<uint32_t>(got);
+    }
+  }
+};
+
+void write_all(int fd, const void* p, size_t n) {
+  if (::write(fd, p, n) != static_cast<ssize_t>(n)) fail("pipe write");
+}
+void read_all(int fd, void* p, size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, c, n);
+    if (r <= 0) fail("pipe read");
+    c += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+// The sequence byte each side writes into the other's buffer for ping-pong round `i`.
+uint8_t seq_byte(uint64_t i) { return static_cast<uint8_t>(i % 255 + 1); }
+
+// Ping-pong: the initiator writes round i, the responder waits for it and writes back.
+double pingpong(Endpoint& ep, bool initiator, uint64_t iters) {
+  volatile uint8_t* last = ep.buf + kLatBytes - 1;
+  const auto start = Clock::now();
+  for (uint64_t i = 0; i < iters; ++i) {
+    const uint8_t b = seq_byte(i);
+    if (!initiator) {
+      while (*last != b) {
+      }
+    }
+    // Send from the upper half so the spinning byte in the lower half is not overwritten by us.
+    ibv_sge sge{reinterpret_cast<uintptr_t>(ep.buf + kBufBytes / 2), kLatBytes, ep.mr->lkey};
+    std::memset(ep.buf + kBufBytes / 2, b, kLatBytes);
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_INLINE | ((i % kSignalPeriod == kSignalPeriod - 1) ? IBV_SEND_SIGNALED : 0);
+    wr.wr.rdma.remote_addr = ep.remote.addr;
+    wr.wr.rdma.rkey = ep.remote.rkey;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(ep.qp, &wr, &bad) != 0) fail("ibv_post_send");
+    if (wr.send_flags & IBV_SEND_SIGNALED) ep.wait_completions(1);
+    if (initiator) {
+      while (*last != b) {
+      }
+    }
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  return s / static_cast<double>(iters) / 2.0;
+}
+
+// Streams writes for `seconds`; returns messages completed and elapsed seconds.
+std::pair<uint64_t, double> stream(Endpoint& ep, uint32_t bytes, bool inline_data, double seconds) {
+  const uint32_t batch = inline_data ? kPostlist : 1;
+  const uint32_t in_flight = inline_data ? kSqDepth / 2 : kBwDepth;
+  uint64_t posted = 0, completed_batches = 0, signaled_outstanding = 0;
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  while (Clock::now() < end) {
+    for (uint32_t k = 0; k < 64 && posted < completed_batches + in_flight; ++k) {
+      uint32_t mask = 0;
+      for (uint32_t i = 0; i < batch; ++i)
+        if ((posted + i) % (inline_data ? kSignalPeriod : 1) == (inline_data ? kSignalPeriod - 1 : 0)) mask |= 1u << i;
+      ep.post_writes(batch, bytes, (posted * bytes) % (kBufBytes - bytes), inline_data, mask);
+      signaled_outstanding += static_cast<uint64_t>(__builtin_popcount(mask));
+      posted += batch;
+    }
+    ibv_wc wc[16];
+    const int got = ibv_poll_cq(ep.cq, 16, wc);
+    if (got < 0) fail("ibv_poll_cq");
+    for (int i = 0; i < got; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) fail("completion error");
+      completed_batches += inline_data ? kSignalPeriod : 1;
+      --signaled_outstanding;
+    }
+  }
+  ep.wait_completions(static_cast<uint32_t>(signaled_outstanding));
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  return {posted, s};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t iters = 200000;
+  double seconds = 2.0;
+  bool json = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") json = true;
+    else if (a == "--iters" && i + 1 < argc) iters = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--seconds" && i + 1 < argc) seconds = std::strtod(argv[++i], nullptr);
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: live_bench [--json] [--iters N] [--seconds S] [--only lat|rate|bw]\n");
+      return 2;
+    }
+  }
+  if (std::getenv("SOFTHCA_FABRIC") == nullptr)
+    ::setenv("SOFTHCA_FABRIC", ("bench" + std::to_string(::getpid())).c_str(), 1);
+
+  int to_child[2], to_parent[2];
+  if (::pipe(to_child) != 0 || ::pipe(to_parent) != 0) fail("pipe");
+  const pid_t child = ::fork();
+  if (child < 0) fail("fork");
+  const bool initiator = child != 0;
+  const int rd = initiator ? to_parent[0] : to_child[0];
+  const int wr = initiator ? to_child[1] : to_parent[1];
+
+  nlohmann::json results = nlohmann::json::object();
+  {
+    Endpoint ep(initiator ? 1000 : 2000);
+    write_all(wr, &ep.me, sizeof ep.me);
+    read_all(rd, &ep.remote, sizeof ep.remote);
+    ep.connect();
+    char token = 0;
+    // Barrier: both QPs are in RTS before anything is sent.
+    write_all(wr, &token, 1);
+    read_all(rd, &token, 1);
+
+    if (only.empty() || only == "lat") {
+      const double half_rtt = pingpong(ep, initiator, iters);
+      results["write_lat_8B_half_rtt_us"] = half_rtt * 1e6;
+      write_all(wr, &token, 1);
+      read_all(rd, &token, 1);
+    }
+    if (initiator) {
+      if (only.empty() || only == "rate") {
+        auto [msgs, s] = stream(ep, kRateBytes, true, seconds);
+        results["write_rate_8B_postlist32_inline_sig64_mps"] = static_cast<double>(msgs) / s;
+      }
+      if (only.empty() || only == "bw") {
+        auto [msgs, s] = stream(ep, kBwBytes, false, seconds);
+        results["write_bw_64KiB_GBps"] = static_cast<double>(msgs) * kBwBytes / s / 1e9;
+      }
+    }
+    write_all(wr, &token, 1);  // done: the target may tear down
+    read_all(rd, &token, 1);
+  }
+  if (!initiator) return 0;
+  int status = 0;
+  ::waitpid(child, &status, 0);
+
+  if (json) {
+    std::printf("%s\n", results.dump(2).c_str());
+  } else {
+    std::printf("%-44s %14s\n", "live mode, two processes of one host", "result");
+    if (results.contains("write_lat_8B_half_rtt_us"))
+      std::printf("%-44s %11.3f us\n", "8 B RDMA WRITE ping-pong, half round trip",
+                  results["write_lat_8B_half_rtt_us"].get<double>());
+    if (results.contains("write_rate_8B_postlist32_inline_sig64_mps"))
+      std::printf("%-44s %9.2f Mmsg/s\n", "8 B WRITE, postlist 32, inline, 1/64 sig.",
+                  results["write_rate_8B_postlist32_inline_sig64_mps"].get<double>() / 1e6);
+    if (results.contains("write_bw_64KiB_GBps"))
+      std::printf("%-44s %11.2f GB/s\n", "64 KiB RDMA WRITE bandwidth", results["write_bw_64KiB_GBps"].get<double>());
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}

@@ -1,0 +1,93 @@
+#include "hca/device_state.h"
+
+#include <sys/mman.h>
+
+#include <new>
+#include <stdexcept>
+
+#include "hca/queue_objects.h"
+
+namespace softhca::hca {
+
+namespace {
+constexpr uint64_t kSlotAlign = 64;  // slot arrays start on a cache line
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+struct Layout {
+  uint64_t pds, mkeys, eqs, cqs, srqs, qps;  // slot array offsets
+  uint64_t end;
+};
+
+Layout layout_of(const DeviceConfig& config) {
+  const hwif::DeviceCaps& c = config.caps;
+  Layout l{};
+  uint64_t at = align_up(sizeof(DeviceState), kSlotAlign);
+  auto place = [&](uint64_t& field, uint32_t capacity) {
+    field = at;
+    at = align_up(at + uint64_t{capacity} * sizeof(TableSlot), kSlotAlign);
+  };
+  place(l.pds, c.max_pd);
+  place(l.mkeys, c.max_mr);
+  place(l.eqs, kMaxEqs);
+  place(l.cqs, c.max_cq);
+  place(l.srqs, c.max_srq);
+  place(l.qps, c.max_qp);
+  l.end = at;
+  return l;
+}
+
+void format(DeviceState& s, const DeviceRegion& region, const DeviceConfig& config) {
+  const Layout l = layout_of(config);
+  const hwif::DeviceCaps& c = config.caps;
+  s = DeviceState{};
+  s.region_bytes = region.size;
+  ObjectTable<uint32_t>::format(s.pds, kFirstNumber, c.max_pd, l.pds);
+  MemoryKeys::format(s.mkeys, c.max_mr, l.mkeys);
+  ObjectTable<EventQueue>::format(s.eqs, kFirstNumber, kMaxEqs, l.eqs);
+  ObjectTable<CompletionQueue>::format(s.cqs, kFirstNumber, c.max_cq, l.cqs);
+  ObjectTable<SharedReceiveQueue>::format(s.srqs, kFirstNumber, c.max_srq, l.srqs);
+  ObjectTable<QueuePair>::format(s.qps, kFirstQpn, c.max_qp, l.qps);
+  RegionHeap::format(s.heap, l.end, region.size);
+  s.version = DeviceState::kVersion;
+  s.magic = DeviceState::kMagic;  // last: a region with the magic is whole
+}
+
+bool matches(const DeviceState& s, const DeviceRegion& region, const DeviceConfig& config) {
+  const hwif::DeviceCaps& c = config.caps;
+  return s.magic == DeviceState::kMagic && s.version == DeviceState::kVersion && s.region_bytes == region.size &&
+         s.pds.capacity == c.max_pd && s.mkeys.table.capacity == c.max_mr && s.cqs.capacity == c.max_cq &&
+         s.srqs.capacity == c.max_srq && s.qps.capacity == c.max_qp && s.eqs.capacity == kMaxEqs;
+}
+}  // namespace
+
+uint64_t region_layout_bytes(const DeviceConfig& config) { return layout_of(config).end; }
+
+DeviceState& open_region(const DeviceRegion& region, RegionInit init, const DeviceConfig& config) {
+  if (region.base == nullptr || reinterpret_cast<uintptr_t>(region.base) % kSlotAlign != 0)
+    throw std::invalid_argument("hca::Device: region base must be 64-byte aligned");
+  if (region.size < region_layout_bytes(config) + kMinHeapBytes)
+    throw std::invalid_argument("hca::Device: region smaller than Device::min_region_bytes()");
+  auto* s = static_cast<DeviceState*>(region.base);
+  if (init == RegionInit::kFormat) {
+    format(*new (region.base) DeviceState{}, region, config);
+  } else if (!matches(*s, region, config)) {
+    throw std::invalid_argument("hca::Device: region not formatted for this device configuration");
+  }
+  return *s;
+}
+
+PrivateRegion::PrivateRegion(size_t bytes) {
+  // MAP_NORESERVE: the region is mostly address space; only pages the device touches are used.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  region_ = DeviceRegion{p, bytes};
+}
+
+PrivateRegion::PrivateRegion(PrivateRegion&& other) noexcept : region_(other.region_) { other.region_ = {}; }
+
+PrivateRegion::~PrivateRegion() {
+  if (region_.base != nullptr) ::munmap(region_.base, region_.size);
+}
+
+}  // namespace softhca::hca

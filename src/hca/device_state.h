@@ -1,0 +1,74 @@
+// The device's state as it lies in its region (docs/live-mode.md, "Hosts, fabrics, devices"): a
+// header with the counters, the object tables' bookkeeping and the heap's, then the tables' slot
+// arrays, then the heap that holds the objects and the per-QP arrays. Offsets only, so any process
+// may map the region at any address.
+//
+// Table capacities follow DeviceConfig caps: PDs max_pd, memory keys max_mr, CQs max_cq, SRQs
+// max_srq, QPs max_qp, EQs kMaxEqs. Each costs 16 bytes of slot array per entry whether used or
+// not (the default caps: about 21 MiB, touched only as slots are first used); objects and per-QP
+// arrays come from the heap, so the region's size beyond the slot arrays decides how many objects
+// and how large send queues fit (ENOMEM from the command when it is full).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "hca/device_config.h"
+#include "hca/device_stats.h"
+#include "hca/memory_keys.h"
+#include "hca/object_table.h"
+#include "hca/region_heap.h"
+
+namespace softhca::hca {
+
+inline constexpr uint32_t kFirstQpn = 0x10;  // QPNs 0 and 1 are the special QPs (IBA 3.5.5)
+inline constexpr uint32_t kFirstNumber = 1;  // 0 is never a valid object number
+inline constexpr uint32_t kMaxEqs = 1024;
+// The least heap a region must have beyond its slot arrays: a handful of objects and QPs.
+inline constexpr uint64_t kMinHeapBytes = uint64_t{1} << 20;
+
+struct DeviceState {
+  static constexpr uint64_t kMagic = 0x31'41'43'48'54'46'4f'53ull;  // "SOFTHCA1", little-endian
+  static constexpr uint32_t kVersion = 1;
+
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  uint32_t reserved = 0;
+  uint64_t region_bytes = 0;  // the size it was formatted for
+  DeviceStats stats{};
+  TableState pds{};
+  TableState eqs{};
+  TableState cqs{};
+  TableState srqs{};
+  TableState qps{};
+  MemoryKeysState mkeys{};
+  HeapState heap{};
+};
+static_assert(std::is_trivially_copyable_v<DeviceState> && std::is_standard_layout_v<DeviceState>);
+
+// Header plus slot arrays for `config`: what a region holds before any object.
+[[nodiscard]] uint64_t region_layout_bytes(const DeviceConfig& config);
+
+// Formats (kFormat) or checks (kAttach) the region and returns its state. Throws
+// std::invalid_argument for a region that is too small, misaligned, not formatted, or formatted
+// for other capacities than `config` gives.
+DeviceState& open_region(const DeviceRegion& region, RegionInit init, const DeviceConfig& config);
+
+// A region in this process's private memory (the single-process device): mapped lazily, so the
+// pages of unused slots and heap cost nothing.
+class PrivateRegion {
+ public:
+  PrivateRegion() = default;
+  explicit PrivateRegion(size_t bytes);  // throws std::bad_alloc
+  ~PrivateRegion();
+  PrivateRegion(PrivateRegion&& other) noexcept;
+  PrivateRegion& operator=(PrivateRegion&&) = delete;
+  PrivateRegion(const PrivateRegion&) = delete;
+  PrivateRegion& operator=(const PrivateRegion&) = delete;
+
+  [[nodiscard]] DeviceRegion region() const { return region_; }
+
+ private:
+  DeviceRegion region_{};
+};
+
+}  // namespace softhca::hca

@@ -1,0 +1,76 @@
+#include "runtime/inproc_kernel.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace softhca::runtime {
+
+// Heap memory rather than mmap: the address sanitizer then checks the driver's ring accesses.
+pcie::DmaMemory InprocKernel::alloc_coherent(size_t bytes) {
+  if (bytes > SIZE_MAX - kPageBytes) {
+    errno = ENOMEM;
+    return {};
+  }
+  size_t rounded = (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+  if (rounded == 0) rounded = kPageBytes;
+  void* p = std::aligned_alloc(kPageBytes, rounded);
+  if (p == nullptr) {
+    errno = ENOMEM;
+    return {};
+  }
+  std::memset(p, 0, rounded);
+  buffers_.fetch_add(1, std::memory_order_relaxed);
+  pcie::DmaMemory m;
+  m.data = static_cast<uint8_t*>(p);
+  m.size = rounded;
+  m.dma_addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+  return m;
+}
+
+void InprocKernel::free_coherent(const pcie::DmaMemory& memory) {
+  if (!memory.valid()) return;
+  std::free(memory.data);
+  buffers_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// The device reaches any memory of this process, so pinning only names the address.
+uint64_t InprocKernel::pin_user(const void* addr, size_t /*len*/) {
+  pins_.fetch_add(1, std::memory_order_relaxed);
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr));
+}
+
+void InprocKernel::unpin_user(const void* /*addr*/, size_t /*len*/) { pins_.fetch_sub(1, std::memory_order_relaxed); }
+
+int InprocKernel::alloc_vector(uint64_t* vector) {
+  const int fd = ::eventfd(0, EFD_CLOEXEC);
+  if (fd < 0) return -1;
+  vectors_.fetch_add(1, std::memory_order_relaxed);
+  *vector = static_cast<uint64_t>(fd);
+  return fd;
+}
+
+void InprocKernel::free_vector(uint64_t /*vector*/, int fd) {
+  if (fd < 0) return;
+  ::close(fd);
+  vectors_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// One read takes every firing counted so far (the eventfd counter returns to 0).
+int InprocKernel::wait_vector(int fd) {
+  uint64_t count = 0;
+  const ssize_t r = ::read(fd, &count, sizeof(count));
+  if (r == static_cast<ssize_t>(sizeof(count))) return 0;
+  if (r >= 0) errno = EIO;
+  return -1;
+}
+
+InprocKernel::Outstanding InprocKernel::outstanding() const {
+  return {buffers_.load(std::memory_order_relaxed), pins_.load(std::memory_order_relaxed),
+          vectors_.load(std::memory_order_relaxed)};
+}
+
+}  // namespace softhca::runtime

@@ -1,0 +1,41 @@
+// The host kernel services for a device inside this one process (SOFTHCA_NUM_DEVICES mode, sim
+// mode, tests): DMA addresses are pointers of this process (what pcie::IdentityBridge resolves),
+// pinning makes nothing shared, and an interrupt vector is an eventfd whose number is the vector
+// (IdentityBridge::deliver_msi writes to it). Page size 4096 bytes (x86-64 and arm64 base pages).
+// Thread-safe: every call may come from any thread; the counts are for tests and diagnostics.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "pcie/host_kernel.h"
+
+namespace softhca::runtime {
+
+class InprocKernel final : public pcie::HostKernel {
+ public:
+  static constexpr size_t kPageBytes = 4096;
+
+  pcie::DmaMemory alloc_coherent(size_t bytes) override;
+  void free_coherent(const pcie::DmaMemory& memory) override;
+  uint64_t pin_user(const void* addr, size_t len) override;
+  void unpin_user(const void* addr, size_t len) override;
+  int alloc_vector(uint64_t* vector) override;
+  void free_vector(uint64_t vector, int fd) override;
+  int wait_vector(int fd) override;
+
+  // What is outstanding now: coherent buffers, pins and vectors not yet released.
+  struct Outstanding {
+    int64_t buffers = 0;
+    int64_t pins = 0;
+    int64_t vectors = 0;
+  };
+  [[nodiscard]] Outstanding outstanding() const;
+
+ private:
+  std::atomic<int64_t> buffers_{0};
+  std::atomic<int64_t> pins_{0};
+  std::atomic<int64_t> vectors_{0};
+};
+
+}  // namespace softhca::runtime

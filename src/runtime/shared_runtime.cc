@@ -1,0 +1,555 @@
+#include "runtime/shared_runtime.h"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <endian.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "fabric/inproc_carrier.h"
+#include "fabric/udp_carrier.h"
+#include "runtime/fabric_registry.h"
+#include "runtime/irq_socket.h"
+#include "runtime/shared_kernel.h"
+#include "runtime/shared_memory.h"
+
+namespace softhca::runtime {
+
+namespace {
+
+// The LRH's DLID: bytes 2..3, big-endian (IBA 7.7). 0 for a packet too short to have one.
+uint16_t lrh_dlid(std::span<const uint8_t> packet) {
+  return packet.size() < 4 ? 0 : static_cast<uint16_t>((packet[2] << 8) | packet[3]);
+}
+
+// Counts forks on the child side: a runtime made before a fork (its slot, threads and memory) is
+// not the child's, so the child's entries into it are refused (rdma-core: a child cannot use its
+// parent's verbs objects); a runtime the child makes itself works. Compared with a relaxed load,
+// not getpid(), which is a system call, on the doorbell path.
+std::atomic<uint64_t> g_fork_generation{0};
+void on_fork_child() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_relaxed); }
+
+int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+class SharedRuntime::Impl final : public DeviceSlot,
+                                  private pcie::TlpSink,
+                                  private hca::PacketPort,
+                                  private fabric::PacketReceiver,
+                                  private hwif::MmioTarget,
+                                  private hwif::CommandInterface,
+                                  private hca::EngineClock {
+ public:
+  explicit Impl(const SharedRuntimeOptions& options)
+      : options_(options), registry_(options.dir, options.names.fabric), pid_(::getpid()) {}
+  ~Impl() override;
+
+  // Everything create() does; false with error set.
+  bool attach(std::string& error);
+  void detach();
+  uint32_t sweep();
+
+  // ---- DeviceSlot ----
+  [[nodiscard]] const std::string& name() const override { return name_; }
+  [[nodiscard]] uint64_t node_guid_be() const override { return htobe64(config_.caps.node_guid); }
+  pcie::HostPort& host_port() override { return *host_port_; }
+  hwif::CommandInterface& commands() override { return *this; }
+  pcie::Counters& counters() override { return counters_; }
+  pcie::HostKernel& kernel() override { return *kernel_; }
+  uint32_t acquire_uar() override;
+  void release_uar(uint32_t uar_index) override;
+  [[nodiscard]] uint8_t blueflame_mode() const override { return blueflame_mode_; }
+  void set_blueflame_mode(uint8_t mode) override { blueflame_mode_ = mode; }
+
+  void run_timers(Picoseconds now);
+  void dump_stats(const std::string& path);
+  hca::Device::ObjectCounts object_counts();
+
+  DeviceSlot* slots_[1] = {this};
+  std::string segment_path_;
+  std::atomic<uint64_t> unroutable_{0};
+  std::atomic<uint64_t> to_other_{0};
+  std::atomic<uint64_t> from_other_{0};
+
+  [[nodiscard]] uint32_t slot() const { return segment_->my_slot(); }
+  [[nodiscard]] uint16_t lid() const { return segment_->lid(); }
+
+ private:
+  // Holds the device lock; when the previous owner died holding it, reclaims dead slots first.
+  class Entry {
+   public:
+    explicit Entry(Impl& impl) : impl_(impl) {
+      if (impl_.segment_->lock_device()) impl_.sweep_locked();
+    }
+    ~Entry() { impl_.segment_->unlock_device(); }
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+
+   private:
+    Impl& impl_;
+  };
+
+  bool open_udp(bool formatting);
+  bool make_device(std::string& error);
+  uint32_t sweep_locked();
+  [[nodiscard]] bool any_dead_slot() const;
+  void send_off_host(uint16_t dlid, std::span<const uint8_t> packet);
+  void agent_loop();
+  void receive_loop();
+  void stop_threads();
+
+  // pcie::TlpSink, hca::PacketPort, fabric::PacketReceiver, hwif::MmioTarget, CommandInterface
+  void on_tlp(const pcie::Tlp& tlp) override;
+  void transmit(std::span<const uint8_t> packet) override;
+  void deliver(std::span<const uint8_t> packet) override;
+  void mmio_write(uint64_t bar_offset, const void* data, size_t len) override;
+  int execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) override;
+  // hca::EngineClock: CLOCK_MONOTONIC since the host segment's epoch, the same in every process of
+  // the host, so deadlines stored in the shared device mean the same everywhere. (Since the
+  // epoch, not since boot: 64-bit picoseconds overflow after 106 days of uptime.)
+  Picoseconds now() override;
+  void request_wakeup(Picoseconds at) override;
+
+  SharedRuntimeOptions options_;
+  FabricRegistry registry_;
+  pid_t pid_;
+  uint64_t fork_generation_ = 0;  // at attach; see on_fork_child
+  hca::DeviceConfig config_;
+  std::string name_ = "softhca_0";
+  uint8_t blueflame_mode_ = 0;
+  std::unique_ptr<fabric::UdpCarrier> udp_;
+  std::unique_ptr<HostSegment> segment_;
+  std::unique_ptr<MemoryPublisher> publisher_;
+  std::unique_ptr<PeerMemory> peers_;
+  std::unique_ptr<IrqSockets> irq_;
+  std::unique_ptr<SharedKernel> kernel_;
+  std::unique_ptr<SharedBridge> bridge_;
+  pcie::Counters counters_;
+  std::atomic<uint64_t> seq_{0};
+  // Under the device lock: this process's view of the wire while it runs the device.
+  fabric::InprocCarrier loopback_;
+  std::unordered_map<uint16_t, fabric::Ipv4Endpoint> routes_;  // LID -> carrier; cleared by sweeps
+  bool detached_ = false;
+  std::unique_ptr<hca::Device> device_;
+  std::unique_ptr<pcie::HostPort> host_port_;
+  std::atomic<bool> detaching_{false};
+  // The agent's wake-up (agent_mu_ is never held while taking the device lock).
+  std::mutex agent_mu_;
+  std::condition_variable agent_cv_;
+  Picoseconds next_timer_ = Picoseconds::max();
+  bool stop_ = false;
+  int threads_running_ = 0;  // agent and receiver, once in their loops
+  std::thread agent_;
+  std::thread receiver_;
+};
+
+// ---- attach / detach ----------------------------------------------------------------------------
+
+bool SharedRuntime::Impl::attach(std::string& error) {
+  static const int atfork_registered = pthread_atfork(nullptr, nullptr, on_fork_child);
+  (void)atfork_registered;
+  fork_generation_ = fork_generation();
+  auto config_for = [this](uint16_t lid) {
+    hca::DeviceConfig c = options_.config_for_lid ? options_.config_for_lid(lid)
+                                                  : hca::default_device_config(lid > 0 ? lid - 1u : 0u);
+    c.port.lid = lid;
+    if (options_.pcie) c.pcie = *options_.pcie;
+    return c;
+  };
+  SegmentOptions so;
+  so.dir = options_.dir;
+  so.fabric = options_.names.fabric;
+  so.host = options_.names.host;
+  // Every process must size the region alike: the caps decide it, never the LID.
+  so.device_bytes = hca::Device::default_region_bytes(config_for(1));
+  so.slot_data_bytes = sizeof(RangeTable);
+  so.assign_identity = [&](uint16_t& lid, uint64_t& guid) {
+    lid = registry_.register_host(options_.names.host);
+    if (lid == 0) return false;
+    guid = config_for(lid).caps.node_guid;
+    if (options_.udp) open_udp(true);
+    return true;
+  };
+  segment_ = HostSegment::attach(so, error);
+  if (segment_ == nullptr) return false;
+  segment_path_ = segment_->path();
+  config_ = config_for(segment_->lid());
+  if (options_.udp && !segment_->formatted()) open_udp(false);
+
+  const uint32_t me = segment_->my_slot();
+  HostSegment* seg = segment_.get();
+  publisher_ = std::make_unique<MemoryPublisher>(*static_cast<RangeTable*>(seg->slot_data(me)), me);
+  peers_ = std::make_unique<PeerMemory>(
+      me, [seg](uint32_t s) { return seg->pid_of(s) != 0 ? static_cast<const RangeTable*>(seg->slot_data(s)) : nullptr; },
+      [seg](uint32_t s) { return seg->pid_of(s); });
+  irq_ = std::make_unique<IrqSockets>(seg->instance(), me, seg->start_time_of(me),
+                                      [seg](uint32_t s) { return seg->start_time_of(s); });
+  kernel_ = std::make_unique<SharedKernel>(*publisher_, *irq_);
+  bridge_ = std::make_unique<SharedBridge>(*peers_, *irq_);
+  if (!make_device(error)) {
+    segment_->detach(false);
+    return false;
+  }
+  host_port_ = std::make_unique<pcie::HostPort>(static_cast<hwif::MmioTarget&>(*this), static_cast<pcie::TlpSink&>(*this),
+                                                device_->config().pcie);
+  loopback_.attach(segment_->lid(), static_cast<fabric::PacketReceiver*>(this));
+  agent_ = std::thread([this] { agent_loop(); });
+  if (udp_) receiver_ = std::thread([this] { receive_loop(); });
+  // Return only once both threads run their loops: a thread still starting allocates (its
+  // attributes, its sanitizer state), and a fork() meanwhile would leave the child an allocator
+  // lock nobody releases.
+  std::unique_lock<std::mutex> lk(agent_mu_);
+  agent_cv_.wait(lk, [&] { return threads_running_ == (udp_ ? 2 : 1); });
+  return true;
+}
+
+// The device object of this process over the shared region: formatted when this process created
+// the host (the device lock is then already held), attached otherwise.
+bool SharedRuntime::Impl::make_device(std::string& error) {
+  const hca::DeviceRegion region{segment_->device_region(), segment_->device_bytes()};
+  const bool fresh = segment_->formatted();
+  if (!fresh) segment_->lock_device();  // EOWNERDEAD or not, the sweep below runs
+  try {
+    device_ = std::make_unique<hca::Device>(config_, region, fresh ? hca::RegionInit::kFormat : hca::RegionInit::kAttach,
+                                            static_cast<pcie::TlpSink&>(*this), static_cast<hca::PacketPort&>(*this),
+                                            static_cast<hca::EngineClock&>(*this), *bridge_);
+  } catch (const std::exception& e) {
+    segment_->unlock_device();
+    error = segment_->path() + ": " + e.what();
+    return false;
+  }
+  sweep_locked();  // dead processes' objects go before we start (and after an EOWNERDEAD)
+  segment_->unlock_device();
+  return true;
+}
+
+// The UDP carrier to other hosts: the host's first process binds an ephemeral port on 127.0.0.1
+// and publishes it in the registry; later processes bind the same port (SO_REUSEPORT: whichever
+// receives a packet runs the shared device with it).
+bool SharedRuntime::Impl::open_udp(bool formatting) {
+  fabric::UdpCarrierOptions o;
+  o.mode = fabric::CarrierMode::kNativeIb;
+  o.reuse_port = true;
+  if (!formatting) {
+    if (auto h = registry_.find_by_name(options_.names.host); h && h->udp_port != 0) o.bind.port = h->udp_port;
+  }
+  auto udp = std::make_unique<fabric::UdpCarrier>();
+  if (!udp->open(o).ok() && (o.bind.port == 0 || !udp->open(fabric::UdpCarrierOptions{o.mode, {fabric::kIpv4Loopback, 0}, true, 0}).ok())) {
+    std::fprintf(stderr, "softhca: host %s: no UDP carrier; packets to other hosts are dropped\n",
+                 options_.names.host.c_str());
+    return false;
+  }
+  if (o.bind.port != udp->local().port) {
+    registry_.set_address(options_.names.host, htonl(udp->local().ip), udp->local().port);
+  }
+  udp_ = std::move(udp);
+  return true;
+}
+
+void SharedRuntime::Impl::stop_threads() {
+  {
+    std::lock_guard<std::mutex> g(agent_mu_);
+    stop_ = true;
+  }
+  agent_cv_.notify_all();
+  if (agent_.joinable()) agent_.join();
+  if (udp_) udp_->stop();
+  if (receiver_.joinable()) receiver_.join();
+}
+
+void SharedRuntime::Impl::detach() {
+  if (::getpid() != pid_ || segment_ == nullptr) return;  // a fork child has no threads and no slot
+  if (detaching_.exchange(true)) return;
+  stop_threads();
+  if (device_ != nullptr) {
+    Entry e(*this);
+    device_->reclaim(segment_->my_slot());
+    detached_ = true;
+  }
+  const std::string host = options_.names.host;
+  segment_->detach(false, [this, &host] { registry_.remove_host(host); });
+}
+
+SharedRuntime::Impl::~Impl() {
+  detach();
+  host_port_.reset();
+  device_.reset();  // before the segment is unmapped
+}
+
+// ---- liveness -----------------------------------------------------------------------------------
+
+// Under the device lock: destroys the objects of every slot whose process is gone, forgets its
+// memory and frees the slot. Also drops cached carrier addresses (a host may have restarted).
+uint32_t SharedRuntime::Impl::sweep_locked() {
+  uint32_t n = 0;
+  for (uint32_t s = 1; s <= kMaxSlots; ++s) {
+    if (s == segment_->my_slot() || !segment_->slot_dead(s)) continue;
+    if (device_ != nullptr) device_->reclaim(s);
+    peers_->forget(s);
+    if (segment_->free_dead_slot(s)) ++n;
+  }
+  routes_.clear();
+  return n;
+}
+
+bool SharedRuntime::Impl::any_dead_slot() const {
+  for (uint32_t s = 1; s <= kMaxSlots; ++s) {
+    if (s != segment_->my_slot() && segment_->slot_dead(s)) return true;
+  }
+  return false;
+}
+
+uint32_t SharedRuntime::Impl::sweep() {
+  Entry e(*this);
+  return sweep_locked();
+}
+
+// ---- device entries -------------------------------------------------------------------------------
+
+void SharedRuntime::Impl::mmio_write(uint64_t bar_offset, const void* data, size_t len) {
+  if (fork_generation() != fork_generation_) return;
+  Entry e(*this);
+  if (detached_) return;
+  device_->mmio_write(bar_offset, data, len);
+  loopback_.drain();
+}
+
+int SharedRuntime::Impl::execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
+  if (fork_generation() != fork_generation_) return EIO;
+  Entry e(*this);
+  if (detached_) return EIO;
+  device_->set_owner(segment_->my_slot());
+  const int err = device_->execute(op, in, in_len, out, out_len);
+  loopback_.drain();
+  return err;
+}
+
+void SharedRuntime::Impl::run_timers(Picoseconds now) {
+  Entry e(*this);
+  if (detached_) return;
+  device_->on_timer(now);
+  loopback_.drain();
+}
+
+uint32_t SharedRuntime::Impl::acquire_uar() {
+  Entry e(*this);
+  const int uar = segment_->acquire_uar(config_.caps.num_uars);
+  // All taken: share page 0 (doorbells carry the QPN; BlueFlame writes of two processes on one
+  // page would then interleave, so a driver should not rely on BlueFlame there).
+  return uar < 0 ? 0 : static_cast<uint32_t>(uar);
+}
+
+void SharedRuntime::Impl::release_uar(uint32_t uar_index) {
+  Entry e(*this);
+  segment_->release_uar(uar_index);
+}
+
+hca::Device::ObjectCounts SharedRuntime::Impl::object_counts() {
+  Entry e(*this);
+  return device_->object_counts();
+}
+
+// ---- the wire ---------------------------------------------------------------------------------------
+
+void SharedRuntime::Impl::on_tlp(const pcie::Tlp& tlp) {
+  counters_.on_tlp(tlp);
+  if (options_.tlp_tap != nullptr) options_.tlp_tap->on_tlp(seq_.fetch_add(1, std::memory_order_relaxed), 0, tlp);
+}
+
+// Under the device lock. Our own LID loops back (delivered by the drain that ends this entry);
+// anything else leaves the host.
+void SharedRuntime::Impl::transmit(std::span<const uint8_t> packet) {
+  if (options_.packet_tap != nullptr) {
+    options_.packet_tap->on_packet(seq_.fetch_add(1, std::memory_order_relaxed), 0, PacketDirection::kSent, packet);
+  }
+  const uint16_t dlid = lrh_dlid(packet);
+  if (dlid == segment_->lid()) {
+    loopback_.send(packet);
+  } else {
+    send_off_host(dlid, packet);
+  }
+}
+
+void SharedRuntime::Impl::deliver(std::span<const uint8_t> packet) {
+  if (options_.packet_tap != nullptr) {
+    options_.packet_tap->on_packet(seq_.fetch_add(1, std::memory_order_relaxed), 0, PacketDirection::kReceived, packet);
+  }
+  device_->receive(packet);
+}
+
+void SharedRuntime::Impl::send_off_host(uint16_t dlid, std::span<const uint8_t> packet) {
+  if (udp_ == nullptr) {
+    unroutable_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto it = routes_.find(dlid);
+  if (it == routes_.end()) {
+    const auto h = registry_.find_by_lid(dlid);
+    if (!h || h->udp_port == 0 || h->ipv4_be == 0) {
+      unroutable_.fetch_add(1, std::memory_order_relaxed);  // no such host (yet): lost on the wire
+      return;
+    }
+    it = routes_.emplace(dlid, fabric::Ipv4Endpoint{ntohl(h->ipv4_be), h->udp_port}).first;
+  }
+  if (udp_->send(it->second, packet).ok()) {
+    to_other_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    unroutable_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void SharedRuntime::Impl::receive_loop() {
+  const fabric::UdpCarrier::Callback on_datagram = [this](const fabric::Datagram& d) {
+    Entry e(*this);
+    if (detached_) return;
+    from_other_.fetch_add(1, std::memory_order_relaxed);
+    deliver(d.bytes);
+    loopback_.drain();
+  };
+  {
+    std::lock_guard<std::mutex> g(agent_mu_);
+    ++threads_running_;
+  }
+  agent_cv_.notify_all();
+  for (;;) {
+    const fabric::ReceiveResult r = udp_->receive(std::chrono::milliseconds(-1), on_datagram);
+    std::lock_guard<std::mutex> g(agent_mu_);
+    if (stop_) return;
+    if (r.err != 0) {  // a broken socket would fail again at once: stop receiving, say why
+      std::fprintf(stderr, "softhca: host %s: the UDP carrier failed (%s); packets from other hosts are lost\n",
+                   options_.names.host.c_str(), std::strerror(r.err));
+      return;
+    }
+  }
+}
+
+// ---- the agent: timers and the liveness sweep ---------------------------------------------------
+
+Picoseconds SharedRuntime::Impl::now() {
+  return std::chrono::duration_cast<Picoseconds>(std::chrono::nanoseconds(monotonic_ns() - segment_->epoch_ns()));
+}
+
+void SharedRuntime::Impl::request_wakeup(Picoseconds at) {
+  {
+    std::lock_guard<std::mutex> g(agent_mu_);
+    if (at >= next_timer_) return;
+    next_timer_ = at;
+  }
+  agent_cv_.notify_all();
+}
+
+// Sleeps until the earliest timer this process asked for or the next sweep. Every sweep also runs
+// the device's due timers: deadlines another process asked its own agent for are covered even when
+// that process is gone.
+void SharedRuntime::Impl::agent_loop() {
+  std::unique_lock<std::mutex> lk(agent_mu_);
+  ++threads_running_;
+  agent_cv_.notify_all();
+  Picoseconds next_sweep = now() + kSweepPeriod;
+  while (!stop_) {
+    const Picoseconds t = now();
+    const Picoseconds wake = std::min(next_timer_, next_sweep);
+    if (wake > t) {
+      const auto at = std::chrono::steady_clock::time_point(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::nanoseconds(segment_->epoch_ns()) + std::chrono::duration_cast<std::chrono::nanoseconds>(wake)));
+      agent_cv_.wait_until(lk, at);
+      continue;
+    }
+    if (next_timer_ <= t) next_timer_ = Picoseconds::max();
+    const bool sweeping = next_sweep <= t;
+    if (sweeping) next_sweep = t + kSweepPeriod;
+    lk.unlock();
+    // Liveness is read from /proc without the device lock; the lock is for reclaiming only.
+    const bool reclaim = sweeping && any_dead_slot();
+    {
+      Entry e(*this);
+      if (!detached_) {
+        if (reclaim) sweep_locked();
+        if (sweeping) routes_.clear();  // a host that restarted has a new carrier address
+        device_->on_timer(t);
+        loopback_.drain();
+      }
+    }
+    lk.lock();
+  }
+}
+
+// ---- stats ----------------------------------------------------------------------------------------
+
+void SharedRuntime::Impl::dump_stats(const std::string& path) {
+  hca::DeviceStats s;
+  {
+    Entry e(*this);
+    s = device_->stats();
+  }
+  nlohmann::json drops = nlohmann::json::object();
+  for (size_t r = 0; r < s.dropped.size(); ++r) {
+    drops[std::string(hca::to_string(static_cast<hca::DropReason>(r)))] = s.dropped[r];
+  }
+  // PCIe counters are this process's; packet counters are the host device's (all its processes).
+  nlohmann::json dev = {{"device", name_},
+                        {"host", options_.names.host},
+                        {"fabric", options_.names.fabric},
+                        {"slot", segment_->my_slot()},
+                        {"pcie", nlohmann::json::parse(counters_.snapshot().to_json())},
+                        {"packets",
+                         {{"sent", s.packets_sent},
+                          {"received", s.packets_received},
+                          {"bytes_sent", s.bytes_sent},
+                          {"bytes_received", s.bytes_received},
+                          {"acks_sent", s.acks_sent},
+                          {"naks_sent", s.naks_sent},
+                          {"rnr_naks_sent", s.rnr_naks_sent},
+                          {"retransmitted", s.retransmitted_packets},
+                          {"timeouts", s.timeouts},
+                          {"duplicates", s.duplicates},
+                          {"cqes_written", s.cqes_written},
+                          {"cq_overruns", s.cq_overruns},
+                          {"dropped", drops}}},
+                        {"carrier",
+                         {{"to_other_hosts", to_other_.load()},
+                          {"from_other_hosts", from_other_.load()},
+                          {"unroutable", unroutable_.load()}}}};
+  std::ofstream(path) << nlohmann::json{{"devices", nlohmann::json::array({dev})}}.dump(2) << "\n";
+}
+
+// ---- SharedRuntime ----------------------------------------------------------------------------------
+
+std::unique_ptr<SharedRuntime> SharedRuntime::create(const SharedRuntimeOptions& options, std::string& error) {
+  auto impl = std::make_unique<Impl>(options);
+  if (!impl->attach(error)) return nullptr;
+  return std::unique_ptr<SharedRuntime>(new SharedRuntime(std::move(impl)));
+}
+
+SharedRuntime::SharedRuntime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SharedRuntime::~SharedRuntime() = default;
+
+std::span<DeviceSlot* const> SharedRuntime::devices() { return impl_->slots_; }
+void SharedRuntime::dump_stats(const std::string& path) { impl_->dump_stats(path); }
+void SharedRuntime::run_timers(Picoseconds now) { impl_->run_timers(now); }
+void SharedRuntime::detach() { impl_->detach(); }
+uint32_t SharedRuntime::sweep() { return impl_->sweep(); }
+uint32_t SharedRuntime::slot() const { return impl_->slot(); }
+uint16_t SharedRuntime::lid() const { return impl_->lid(); }
+const std::string& SharedRuntime::segment_path() const { return impl_->segment_path_; }
+uint64_t SharedRuntime::packets_unroutable() const { return impl_->unroutable_.load(); }
+uint64_t SharedRuntime::packets_to_other_hosts() const { return impl_->to_other_.load(); }
+uint64_t SharedRuntime::packets_from_other_hosts() const { return impl_->from_other_.load(); }
+hca::Device::ObjectCounts SharedRuntime::object_counts() { return impl_->object_counts(); }
+
+}  // namespace softhca::runtime

@@ -1,0 +1,54 @@
+# Helpers for acceptance tests that run unmodified verbs programs as two peers through
+# `softhca run` (sourced, not run). Every wait is bounded; every process started is killed on exit.
+
+# A sanitizer build of our library needs its runtime loaded first in uninstrumented programs.
+# Only those programs get it (run_env, for `env`): tools like pkill hang with libasan preloaded.
+run_env=()
+preload_sanitizer_runtime() {
+  local lib_dir=$1 runtime
+  for runtime in libasan libtsan; do
+    if readelf -d "$lib_dir/libibverbs.so.1" | grep -q "NEEDED.*\[$runtime\.so"; then
+      run_env=("LD_PRELOAD=$(gcc -print-file-name="$runtime.so")" "ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}")
+    fi
+  done
+}
+
+# A TCP port for the programs' out-of-band exchange, distinct per test run.
+pick_port() {
+  echo $((20000 + ($$ * 7 + RANDOM) % 40000))
+}
+
+# wait_listening PORT SECONDS: waits until something listens on TCP PORT (from /proc/net/tcp*, so
+# no tool is needed and no connection is made). 0 when it does, 1 on timeout.
+wait_listening() {
+  local hex deadline
+  hex=$(printf '%04X' "$1")
+  deadline=$((SECONDS + $2))
+  while ((SECONDS < deadline)); do
+    if awk -v p=":$hex" '$4 == "0A" && $2 ~ p"$" { found = 1 } END { exit !found }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  return 1
+}
+
+pids_to_kill=()
+kill_started() {
+  local p
+  [[ $BASHPID == "$$" ]] || return 0  # not in subshells (command substitutions run this trap)
+  for p in "${pids_to_kill[@]}"; do kill -9 "$p" 2>/dev/null; done
+  wait 2>/dev/null
+}
+trap kill_started EXIT
+
+# No host segment or fabric registry of FABRIC may be left in /dev/shm once its processes are gone.
+# Prints what is left; 0 when nothing is.
+leftover_shm() {
+  local fabric=$1 left
+  left=$(ls /dev/shm 2>/dev/null | grep -F -- "-$fabric" || true)
+  [[ -z $left ]] && return 0
+  echo "$left"
+  return 1
+}

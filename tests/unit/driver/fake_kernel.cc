@@ -1,0 +1,161 @@
+#include "fake_kernel.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace softhca::driver::testing {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+uintptr_t ptr_bits(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+}  // namespace
+
+FakeKernel::~FakeKernel() {
+  for (const auto& [p, size] : buffers_) std::free(reinterpret_cast<void*>(p));
+  for (const auto& [v, fd] : vectors_) ::close(fd);
+}
+
+pcie::DmaMemory FakeKernel::alloc_coherent(size_t bytes) {
+  std::lock_guard g(lock_);
+  ++calls.alloc;
+  if (fail_alloc != 0) {
+    errno = std::exchange(fail_alloc, 0);
+    return {};
+  }
+  const size_t rounded = bytes == 0 ? kPage : (bytes + kPage - 1) / kPage * kPage;
+  void* p = std::aligned_alloc(kPage, rounded);
+  if (p == nullptr) {
+    errno = ENOMEM;
+    return {};
+  }
+  // Zeroed, as the contract says: the driver may rely on it.
+  std::memset(p, 0, rounded);
+  buffers_[ptr_bits(p)] = rounded;
+  pcie::DmaMemory m;
+  m.data = static_cast<uint8_t*>(p);
+  m.size = rounded;
+  m.dma_addr = pcie::dma_address(kSlot, ptr_bits(p));
+  return m;
+}
+
+void FakeKernel::free_coherent(const pcie::DmaMemory& memory) {
+  std::lock_guard g(lock_);
+  ++calls.free;
+  auto it = buffers_.find(ptr_bits(memory.data));
+  if (it == buffers_.end() || it->second != memory.size ||
+      memory.dma_addr != pcie::dma_address(kSlot, ptr_bits(memory.data))) {
+    ++mismatches;
+    return;
+  }
+  std::free(memory.data);
+  buffers_.erase(it);
+}
+
+uint64_t FakeKernel::pin_user(const void* addr, size_t len) {
+  std::lock_guard g(lock_);
+  ++calls.pin;
+  if (fail_pin != 0) {
+    errno = std::exchange(fail_pin, 0);
+    return 0;
+  }
+  ++pins_[{ptr_bits(addr), len}];
+  return pcie::dma_address(kSlot, ptr_bits(addr));
+}
+
+void FakeKernel::unpin_user(const void* addr, size_t len) {
+  std::lock_guard g(lock_);
+  ++calls.unpin;
+  auto it = pins_.find({ptr_bits(addr), len});
+  if (it == pins_.end()) {
+    ++mismatches;
+    return;
+  }
+  if (--it->second == 0) pins_.erase(it);
+}
+
+int FakeKernel::alloc_vector(uint64_t* vector) {
+  std::lock_guard g(lock_);
+  ++calls.alloc_vector;
+  if (fail_vector != 0) {
+    errno = std::exchange(fail_vector, 0);
+    return -1;
+  }
+  const int fd = ::eventfd(0, EFD_CLOEXEC);
+  if (fd < 0) return -1;
+  *vector = next_vector_++;
+  vectors_[*vector] = fd;
+  return fd;
+}
+
+void FakeKernel::free_vector(uint64_t vector, int fd) {
+  std::lock_guard g(lock_);
+  ++calls.free_vector;
+  auto it = vectors_.find(vector);
+  if (it == vectors_.end() || it->second != fd) {
+    ++mismatches;
+    return;
+  }
+  ::close(fd);
+  vectors_.erase(it);
+}
+
+int FakeKernel::wait_vector(int fd) {
+  {
+    std::lock_guard g(lock_);
+    ++calls.wait;
+  }
+  uint64_t count = 0;
+  const ssize_t r = ::read(fd, &count, sizeof(count));
+  if (r == static_cast<ssize_t>(sizeof(count))) return 0;
+  if (r >= 0) errno = EIO;
+  return -1;
+}
+
+uint8_t* FakeKernel::host(uint64_t dma) const {
+  if (pcie::dma_slot(dma) != kSlot) return nullptr;
+  const uintptr_t va = pcie::dma_va(dma);
+  std::lock_guard g(lock_);
+  auto it = buffers_.upper_bound(va);
+  if (it != buffers_.begin() && va < std::prev(it)->first + std::prev(it)->second) return reinterpret_cast<uint8_t*>(va);
+  for (const auto& [range, n] : pins_) {
+    if (va >= range.first && va <= range.first + range.second) return reinterpret_cast<uint8_t*>(va);
+  }
+  return nullptr;
+}
+
+void FakeKernel::raise(uint64_t vector) {
+  int fd = -1;
+  {
+    std::lock_guard g(lock_);
+    auto it = vectors_.find(vector);
+    if (it == vectors_.end()) {
+      ++mismatches;
+      return;
+    }
+    fd = it->second;
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(fd, &one, sizeof(one));
+}
+
+size_t FakeKernel::pins_held() const {
+  std::lock_guard g(lock_);
+  size_t n = 0;
+  for (const auto& [range, count] : pins_) n += static_cast<size_t>(count);
+  return n;
+}
+
+size_t FakeKernel::bytes_held() const {
+  std::lock_guard g(lock_);
+  size_t n = 0;
+  for (const auto& [p, size] : buffers_) n += size;
+  return n;
+}
+
+}  // namespace softhca::driver::testing

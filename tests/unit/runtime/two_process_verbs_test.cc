@@ -1,0 +1,272 @@
+// End to end through the public verbs API: two processes of one host (fork before any verbs use,
+// each attaching to the host on its own, SOFTHCA_FABRIC unique to the test) connect RC QPs and move
+// data: a SEND lands in the target's posted receive buffer, an RDMA WRITE lands in its registered
+// memory with no receive and no CPU of the target (it spins on the last byte). Afterwards the host
+// segment and the registry file are gone. Every wait is bounded.
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+constexpr int kWaitMs = 30'000;
+constexpr size_t kMsgBytes = 4096;
+constexpr size_t kWriteOffset = 8192;
+constexpr size_t kMrBytes = 16384;
+
+// Set before fork: whether the two processes are on one host (one LID) or two (over UDP).
+bool g_same_host = true;
+
+// What each side tells the other (over a pipe, as ibv_rc_pingpong does over TCP).
+struct Endpoint {
+  uint16_t lid;
+  uint32_t qpn;
+  uint64_t addr;
+  uint32_t rkey;
+};
+
+bool read_bounded(int fd, void* buf, size_t len) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (len > 0) {
+    pollfd pf{fd, POLLIN, 0};
+    if (::poll(&pf, 1, kWaitMs) != 1) return false;
+    const ssize_t n = ::read(fd, p, len);
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* buf, size_t len) { return ::write(fd, buf, len) == static_cast<ssize_t>(len); }
+
+// One completion, polled with a deadline. Returns its status, or -1 on timeout.
+int poll_one(ibv_cq* cq) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  ibv_wc wc{};
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int n = ibv_poll_cq(cq, 1, &wc);
+    if (n < 0) return -2;
+    if (n == 1) return wc.status;
+  }
+  return -1;
+}
+
+struct Side {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  ibv_mr* mr = nullptr;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(kMrBytes, 0);
+  Side() = default;
+  Side(const Side&) = delete;
+  Side& operator=(const Side&) = delete;
+  ~Side() {
+    if (mr != nullptr) ibv_dereg_mr(mr);
+    if (qp != nullptr) ibv_destroy_qp(qp);
+    if (cq != nullptr) ibv_destroy_cq(cq);
+    if (pd != nullptr) ibv_dealloc_pd(pd);
+    if (ctx != nullptr) ibv_close_device(ctx);
+  }
+};
+
+// Opens softhca_0 and makes PD, CQ, RC QP and an MR over buf. 0 or a step number.
+int open_side(Side& s) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr || n != 1) return 1;
+  s.ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  if (s.ctx == nullptr) return 2;
+  s.pd = ibv_alloc_pd(s.ctx);
+  s.cq = s.pd != nullptr ? ibv_create_cq(s.ctx, 16, nullptr, nullptr, 0) : nullptr;
+  if (s.cq == nullptr) return 3;
+  ibv_qp_init_attr ia{};
+  ia.send_cq = s.cq;
+  ia.recv_cq = s.cq;
+  ia.cap.max_send_wr = 8;
+  ia.cap.max_recv_wr = 8;
+  ia.cap.max_send_sge = 1;
+  ia.cap.max_recv_sge = 1;
+  ia.qp_type = IBV_QPT_RC;
+  s.qp = ibv_create_qp(s.pd, &ia);
+  if (s.qp == nullptr) return 4;
+  s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  return s.mr == nullptr ? 5 : 0;
+}
+
+Endpoint local_endpoint(Side& s) {
+  ibv_port_attr pa{};
+  ibv_query_port(s.ctx, 1, &pa);
+  return Endpoint{pa.lid, s.qp->qp_num, reinterpret_cast<uintptr_t>(s.buf.data()), s.mr->rkey};
+}
+
+// RESET -> INIT -> RTR -> RTS towards the peer. 0 or a step number.
+int connect(Side& s, const Endpoint& peer) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) return 20;
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = peer.qpn;
+  a.rq_psn = 0;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.dlid = peer.lid;
+  a.ah_attr.port_num = 1;
+  if (ibv_modify_qp(s.qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+    return 21;
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 0;
+  a.max_rd_atomic = 1;
+  if (ibv_modify_qp(s.qp, &a,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                        IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+    return 22;
+  return 0;
+}
+
+// The target: posts a receive, waits for the SEND, then spins until the RDMA WRITE's last byte.
+int run_target(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return e;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf.data()), kMsgBytes, s.mr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* bad_r = nullptr;
+  const Endpoint me = local_endpoint(s);
+  Endpoint peer{};
+  if (!write_all(out, &me, sizeof(me)) || !read_bounded(in, &peer, sizeof(peer))) return 31;
+  if ((peer.lid == me.lid) != g_same_host) return 32;  // one host, one LID; two hosts, two
+  if (int e = connect(s, peer); e != 0) return e;
+  if (ibv_post_recv(s.qp, &rwr, &bad_r) != 0) return 30;  // before the initiator hears "ready"
+  const uint8_t ready = 1;
+  if (!write_all(out, &ready, 1)) return 33;
+  if (poll_one(s.cq) != IBV_WC_SUCCESS) return 34;
+  for (size_t i = 0; i < kMsgBytes; ++i) {
+    if (s.buf[i] != static_cast<uint8_t>('S' + i)) return 35;
+  }
+  // The write needs nothing from this process: watch the memory only.
+  volatile uint8_t* last = s.buf.data() + kWriteOffset + kMsgBytes - 1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  while (*last != static_cast<uint8_t>('W' + kMsgBytes - 1) && std::chrono::steady_clock::now() < deadline) {
+  }
+  for (size_t i = 0; i < kMsgBytes; ++i) {
+    if (s.buf[kWriteOffset + i] != static_cast<uint8_t>('W' + i)) return 36;
+  }
+  uint8_t done = 0;
+  if (!read_bounded(in, &done, 1)) return 37;  // the initiator saw its completions
+  return 0;
+}
+
+int post_and_complete(Side& s, ibv_wr_opcode op, size_t offset, const Endpoint& peer) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf.data() + offset), kMsgBytes, s.mr->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = peer.addr + kWriteOffset;
+  wr.wr.rdma.rkey = peer.rkey;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(s.qp, &wr, &bad) != 0) return -3;
+  return poll_one(s.cq);
+}
+
+// The initiator: SEND then RDMA WRITE, each completing successfully.
+int run_initiator(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return 40 + e;
+  for (size_t i = 0; i < kMsgBytes; ++i) {
+    s.buf[i] = static_cast<uint8_t>('S' + i);
+    s.buf[kWriteOffset + i] = static_cast<uint8_t>('W' + i);
+  }
+  const Endpoint me = local_endpoint(s);
+  Endpoint peer{};
+  if (!read_bounded(in, &peer, sizeof(peer)) || !write_all(out, &me, sizeof(me))) return 60;
+  if (int e = connect(s, peer); e != 0) return 40 + e;
+  uint8_t ready = 0;
+  if (!read_bounded(in, &ready, 1)) return 61;
+  if (post_and_complete(s, IBV_WR_SEND, 0, peer) != IBV_WC_SUCCESS) return 62;
+  if (post_and_complete(s, IBV_WR_RDMA_WRITE, kWriteOffset, peer) != IBV_WC_SUCCESS) return 63;
+  const uint8_t done = 1;
+  return write_all(out, &done, 1) ? 0 : 64;
+}
+
+pid_t spawn(const std::string& fabric, const std::string& host, int (*role)(int, int), int in, int out) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("SOFTHCA_FABRIC", fabric.c_str(), 1);
+    ::setenv("SOFTHCA_HOST", host.c_str(), 1);
+    ::unsetenv("SOFTHCA_NUM_DEVICES");
+    std::exit(role(in, out));  // exit, not _exit: the runtime detaches at exit
+  }
+  return pid;
+}
+
+int reap(pid_t pid) {
+  for (int i = 0; i < kWaitMs / 10; ++i) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    ::usleep(10'000);  // polling a child's exit, not synchronising with it
+  }
+  ::kill(pid, SIGKILL);
+  return -1;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Runs the target on target_host and the initiator on initiator_host; checks both exit 0 (a
+// non-zero status names the step that failed, see run_*) and that nothing is left in /dev/shm.
+void run_pair(const std::string& fabric, const std::string& target_host, const std::string& initiator_host) {
+  int a_to_b[2];
+  int b_to_a[2];
+  ASSERT_EQ(::pipe(a_to_b), 0);
+  ASSERT_EQ(::pipe(b_to_a), 0);
+  g_same_host = target_host == initiator_host;
+  const pid_t target = spawn(fabric, target_host, run_target, b_to_a[0], a_to_b[1]);
+  const pid_t initiator = spawn(fabric, initiator_host, run_initiator, a_to_b[0], b_to_a[1]);
+  for (int fd : {a_to_b[0], a_to_b[1], b_to_a[0], b_to_a[1]}) ::close(fd);
+  EXPECT_EQ(reap(initiator), 0);
+  EXPECT_EQ(reap(target), 0);
+  const std::string prefix = "/dev/shm/softhca-" + std::to_string(::getuid()) + "-" + fabric;
+  EXPECT_FALSE(file_exists(prefix + "-" + target_host));
+  EXPECT_FALSE(file_exists(prefix + "-" + initiator_host));
+  EXPECT_FALSE(file_exists(prefix + ".hosts"));
+}
+
+TEST(TwoProcessVerbs, RcSendAndRdmaWriteBetweenTwoProcessesOfOneHost) {
+  run_pair("hce2e-" + std::to_string(::getpid()), "host0", "host0");
+}
+
+TEST(TwoProcessVerbs, RcSendAndRdmaWriteBetweenTwoHostsOverUdp) {
+  run_pair("hce2eudp-" + std::to_string(::getpid()), "a", "b");
+}
+
+}  // namespace
