@@ -15,6 +15,14 @@ ibv_ah* create_ah(ibv_pd* ibpd, ibv_ah_attr* attr) {
   Context* ctx = to_ctx(ibpd->context);
   if (attr->port_num == 0 || attr->port_num > ctx->caps.phys_port_cnt) return fail_errno<ibv_ah>(EINVAL);
   if (attr->is_global && attr->grh.sgid_index >= hwif::kGidTableLen) return fail_errno<ibv_ah>(EINVAL);
+  if (!attr->is_global) {
+    // A RoCE port addresses by GID only: an AH without a GRH has no destination there (Linux
+    // rdma_check_ah_attr answers EINVAL).
+    ibv_port_attr port{};
+    if (query_port(ibpd->context, attr->port_num, &port, sizeof(port)) == 0 &&
+        port.link_layer == IBV_LINK_LAYER_ETHERNET)
+      return fail_errno<ibv_ah>(EINVAL);
+  }
   auto* ah = new (std::nothrow) Ah{};
   if (ah == nullptr) return fail_errno<ibv_ah>(ENOMEM);
   hwif::DatagramSeg& av = ah->av;

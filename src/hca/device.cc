@@ -80,6 +80,12 @@ int run_command(Device& dev, int (Device::*handler)(const In&, Out&), const void
 }  // namespace
 
 int Device::execute(CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
+  const int err = dispatch_command(op, in, in_len, out, out_len);
+  end_entry();  // a command that moves a QP to error may have sent something
+  return err;
+}
+
+int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
   switch (op) {
     case CmdOpcode::kQueryDevice: return run_command(*this, &Device::cmd_query_device, in, in_len, out, out_len);
     case CmdOpcode::kQueryPort: return run_command(*this, &Device::cmd_query_port, in, in_len, out, out_len);
@@ -133,7 +139,7 @@ void Device::mmio_write(uint64_t bar_offset, const void* data, size_t len) {
       on_bfreg_write(static_cast<uint32_t>(page), in_page - r.offset, bytes, len);
     else
       on_cq_arm(static_cast<uint32_t>(page), in_page - r.offset, bytes, len);
-    return;
+    return end_entry();
   }
 }
 
@@ -180,7 +186,22 @@ void Device::cancel_timer(QueuePair& qp) {
   qp.req.rnr_wait = false;
 }
 
+void Device::end_entry() {
+  drain_loopback();
+  now_valid_ = false;
+}
+
+Picoseconds Device::now() {
+  if (!now_valid_) {
+    now_ = clock_.now();
+    now_valid_ = true;
+  }
+  return now_;
+}
+
 void Device::on_timer(Picoseconds now) {
+  now_ = now;
+  now_valid_ = true;
   // One clock may serve several devices: whoever's wake-up this is, every device runs what is due
   // and asks again for what is ahead.
   wakeup_requested_ = Picoseconds::max();
@@ -197,16 +218,86 @@ void Device::on_timer(Picoseconds now) {
     }
   });
   if (wakeup_requested_ != Picoseconds::max()) clock_.request_wakeup(wakeup_requested_);
+  end_entry();
 }
 
 // ---- packets ----------------------------------------------------------------------------------
 
-void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
-  const size_t n = fabric::serialize(f, payload, tx_buf_);
+void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place) {
+  if (loops_back(f)) {
+    // What serialize() would have written, without writing it: same counters, same refusals.
+    const size_t n = wire_size(f, payload.size());
+    if (n == 0) return;
+    ++stats_.packets_sent;
+    stats_.bytes_sent += n;
+    LoopedPacket& p = loop_tail();
+    p.fields = f;
+    p.wire_bytes = static_cast<uint32_t>(n);
+    p.payload_bytes = static_cast<uint32_t>(payload.size());
+    p.data = payload.data();
+    if (!in_place && !payload.empty() && payload.data() != p.payload.data()) {
+      std::memcpy(p.payload.data(), payload.data(), payload.size());
+      p.data = p.payload.data();
+    }
+    ++loop_count_;
+    return;
+  }
+  const size_t n = encode(f, payload);
   if (n == 0) return;
   ++stats_.packets_sent;
   stats_.bytes_sent += n;
   port_.transmit(std::span<const uint8_t>(tx_buf_.data(), n));
+}
+
+// ---- internal loopback ------------------------------------------------------------------------
+
+bool Device::loops_back(const fabric::PacketFields& f) const {
+  // Ethernet: a packet to one of our own GIDs (our IP address) never reaches the network.
+  return internal_loopback_ && (ethernet() || f.has_lrh) && addressed_here(f);
+}
+
+uint8_t* Device::payload_buffer_for(const fabric::PacketFields& f) {
+  return loops_back(f) ? loop_tail().payload.data() : payload_buf_.data();
+}
+
+Device::LoopedPacket& Device::loop_tail() {
+  if (loop_count_ == loop_ring_.size()) {
+    // Full (or empty at first use): double, keeping the queue's order; slots move as pointers.
+    std::vector<std::unique_ptr<LoopedPacket>> grown(loop_ring_.empty() ? 64 : loop_ring_.size() * 2);
+    for (size_t i = 0; i < loop_count_; ++i) grown[i] = std::move(loop_ring_[(loop_head_ + i) & (loop_ring_.size() - 1)]);
+    for (size_t i = loop_count_; i < grown.size(); ++i) grown[i] = std::make_unique<LoopedPacket>();
+    loop_ring_ = std::move(grown);
+    loop_head_ = 0;
+  }
+  return *loop_ring_[(loop_head_ + loop_count_) & (loop_ring_.size() - 1)];  // sizes are powers of 2
+}
+
+std::optional<uint32_t> Device::next_looped_ack(const fabric::PacketFields& current) const {
+  if (!draining_ || loop_count_ < 2 || &current != &loop_ring_[loop_head_]->fields) return std::nullopt;
+  const fabric::PacketFields& n = loop_ring_[(loop_head_ + 1) & (loop_ring_.size() - 1)]->fields;
+  if (n.opcode != fabric::BthOpcode::kRcAcknowledge || !n.aeth || !fabric::is_ack(n.aeth->syndrome)) return std::nullopt;
+  if (n.dest_qp != current.dest_qp || n.dlid != current.dlid || n.pkey != current.pkey || n.has_lrh != current.has_lrh ||
+      n.grh != current.grh)
+    return std::nullopt;
+  return n.psn.value();
+}
+
+// Delivers looped-back packets until none is left; packets sent meanwhile (ACKs, READ responses)
+// join the queue and are delivered by the same loop. Re-entry (a delivery that ends in an entry
+// point) returns at once: the outer loop carries on.
+void Device::drain_loopback() {
+  if (draining_ || loop_count_ == 0) return;
+  draining_ = true;
+  while (loop_count_ > 0) {
+    // The slot stays counted while it is delivered, so a growth cannot hand it out again.
+    const LoopedPacket& p = *loop_ring_[loop_head_];
+    ++stats_.packets_received;
+    stats_.bytes_received += p.wire_bytes;
+    accept(p.fields, std::span<const uint8_t>(p.data, p.payload_bytes));
+    loop_head_ = (loop_head_ + 1) & (loop_ring_.size() - 1);
+    --loop_count_;
+  }
+  draining_ = false;
 }
 
 void Device::route_to_peer(const QueuePair& qp, fabric::PacketFields& f) const {
@@ -237,8 +328,16 @@ void Device::receive(std::span<const uint8_t> packet) {
   stats_.bytes_received += packet.size();
   fabric::PacketFields f;
   std::span<const uint8_t> payload;
-  if (fabric::parse(packet, f, payload) != fabric::ParseStatus::kOk) return stats_.drop(DropReason::kMalformed);
-  if (f.dlid.value() != lid()) return stats_.drop(DropReason::kWrongLid);
+  if (!decode(packet, f, payload)) {
+    stats_.drop(DropReason::kMalformed);
+  } else {
+    accept(f, payload);
+  }
+  end_entry();
+}
+
+void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
+  if (!addressed_here(f)) return stats_.drop(DropReason::kWrongLid);  // Ethernet: not our GID
   QueuePair* qp = qps_.find(f.dest_qp.value());
   if (qp == nullptr) return stats_.drop(DropReason::kUnknownQp);
   const QpState s = qp->state();

@@ -11,10 +11,13 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <span>
+#include <vector>
 
 #include "base/units.h"
 #include "fabric/packet/packet.h"
+#include "fabric/packet/roce.h"
 #include "hca/device_config.h"
 #include "hca/device_state.h"
 #include "hca/device_stats.h"
@@ -83,10 +86,19 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // hwif::CommandInterface
   int execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) override;
 
-  // A packet arrived from the fabric (bytes from the LRH through the VCRC).
+  // A packet arrived from the fabric: bytes from the LRH through the VCRC on an InfiniBand port, the
+  // RoCEv2 IPv4 packet (IPv4 header through ICRC) on an Ethernet port.
   void receive(std::span<const uint8_t> packet);
   // Runs every timer whose deadline is <= now.
   void on_timer(Picoseconds now);
+
+  // Same-host loopback (docs/live-mode.md), as a real HCA loops back internally: when on, a packet
+  // addressed to this port itself (InfiniBand link: its own DLID) goes from the send side to the
+  // receive side as decoded fields and payload, with no serialisation, ICRC/VCRC or parse, and is
+  // delivered, in order, before the entry point that sent it returns. Packet counters count it as
+  // if it had crossed the wire. Off (the default): every packet leaves through the PacketPort, so
+  // a capture or another carrier sees its bytes.
+  void set_internal_loopback(bool on) { internal_loopback_ = on; }
 
   [[nodiscard]] const DeviceConfig& config() const { return config_; }
   [[nodiscard]] uint16_t lid() const { return config_.port.lid; }
@@ -110,6 +122,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   void on_cq_arm(uint32_t uar, uint64_t offset_in_reg, const uint8_t* data, size_t len);
 
   // ---- commands (device_commands.cc) ----
+  int dispatch_command(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len);
   int cmd_query_device(const hwif::QueryDeviceIn&, hwif::QueryDeviceOut&);
   int cmd_query_port(const hwif::QueryPortIn&, hwif::QueryPortOut&);
   int cmd_alloc_pd(const hwif::AllocPdIn&, hwif::AllocPdOut&);
@@ -138,9 +151,51 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
 
   // ---- helpers shared by the pipeline and transports ----
   void enter_error(QueuePair& qp);  // QP -> ERR: flush both queues
+  // The clock, read at most once per entry point: an entry takes microseconds and timers are set
+  // in multiples of 4.096 us (IBA 9.7.6.1.3) or 10 us (table 45), so one reading serves all its
+  // packets. Every public entry point ends with end_entry(): looped packets are delivered and the
+  // reading is forgotten.
+  Picoseconds now();
+  void end_entry();
   void schedule(QueuePair& qp, Picoseconds deadline, bool rnr);
   void cancel_timer(QueuePair& qp);
-  void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  // in_place: the payload is host memory read by dma_read_in_place(); a looped packet then
+  // carries it by reference (it is consumed before the entry point returns), never copied.
+  void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place = false);
+  // Where a sender gathers the payload of a packet with these (routed) fields: a loopback slot
+  // when the packet will loop back (transmit() then copies nothing), payload_buf_ otherwise.
+  uint8_t* payload_buffer_for(const fabric::PacketFields& f);
+  // ---- internal loopback (device.cc) ----
+  struct LoopedPacket {
+    fabric::PacketFields fields;
+    uint32_t wire_bytes = 0;
+    uint32_t payload_bytes = 0;
+    const uint8_t* data = nullptr;  // the payload: `payload` below, or host memory (in place)
+    std::array<uint8_t, fabric::kMaxPayloadBytes> payload;
+  };
+  [[nodiscard]] bool loops_back(const fabric::PacketFields& f) const;
+  LoopedPacket& loop_tail();  // the free slot the next looped packet takes (grows the ring)
+  void drain_loopback();
+  // While `current`, a looped packet, is being delivered: the PSN of the packet queued right
+  // behind it when that one is a positive ACK on the same route to the same QP, so the work of a
+  // cumulative ACK can be left to it. Nothing otherwise.
+  [[nodiscard]] std::optional<uint32_t> next_looped_ack(const fabric::PacketFields& current) const;
+  // A packet that arrived (off the wire or looped back): address, QP and P_Key checks, then the
+  // requester or responder.
+  void accept(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+
+  // ---- the port's wire format (device_wire.cc): native IB on InfiniBand, RoCEv2 on Ethernet ----
+  [[nodiscard]] bool ethernet() const;
+  // Whether a packet is for this port: its DLID (InfiniBand) or its GRH DGID, one of our GIDs (Ethernet).
+  [[nodiscard]] bool addressed_here(const fabric::PacketFields& f) const;
+  // [bytes] of the packet on this port's wire (0: it cannot be sent, e.g. no GRH on Ethernet).
+  [[nodiscard]] size_t wire_size(const fabric::PacketFields& f, size_t payload_bytes) const;
+  // Serialises into tx_buf_; returns the bytes (0 as wire_size).
+  size_t encode(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  // Parses a packet of this port's wire format (ICRC/VCRC checked); false when malformed.
+  bool decode(std::span<const uint8_t> packet, fabric::PacketFields& f, std::span<const uint8_t>& payload) const;
+  static_assert(fabric::kMaxRocePacketBytes <= fabric::kMaxPacketBytes, "tx_buf_ holds either format");
+
   // LRH/GRH/BTH addressing of a packet to a connected QP's peer (primary path).
   void route_to_peer(const QueuePair& qp, fabric::PacketFields& f) const;
   // The 32-bit big-endian value of a doorbell record field read from host memory; nothing on a
@@ -188,6 +243,15 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   Picoseconds wakeup_requested_ = Picoseconds::max();
   std::array<uint8_t, fabric::kMaxPacketBytes> tx_buf_{};
   std::array<uint8_t, 4096> payload_buf_{};  // one MTU of gathered payload
+  // Looped-back packets waiting for delivery: a circular queue of slots that stay put when it
+  // grows (the slot being delivered is referenced meanwhile). Grows (doubles) only when full.
+  bool internal_loopback_ = false;
+  bool now_valid_ = false;
+  Picoseconds now_{0};
+  bool draining_ = false;
+  std::vector<std::unique_ptr<LoopedPacket>> loop_ring_;
+  size_t loop_head_ = 0;
+  size_t loop_count_ = 0;
 };
 
 }  // namespace softhca::hca

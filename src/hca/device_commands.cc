@@ -230,6 +230,11 @@ int Device::check_qp_attr_values(const QueuePair& qp, uint32_t mask, const QpAtt
   if ((mask & kQpAv) && qp.type != QpType::kUd && a.av.is_global &&
       a.av.sgid_index >= hwif::kGidTableLen)
     return EINVAL;
+  // RoCE routes by IP address only: a connected QP's path must carry a GRH from a GID the port has,
+  // as Linux requires of a RoCE address (rdma_check_ah_attr: EINVAL without IB_AH_GRH).
+  if ((mask & kQpAv) && qp.type != QpType::kUd && ethernet() &&
+      (!a.av.is_global || config_.port.gids[a.av.sgid_index % hwif::kGidTableLen] == hwif::Gid{}))
+    return EINVAL;
   return 0;
 }
 

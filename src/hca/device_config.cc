@@ -1,5 +1,7 @@
 #include "hca/device_config.h"
 
+#include "fabric/packet/roce.h"
+
 namespace softhca::hca {
 
 namespace {
@@ -73,6 +75,30 @@ DeviceConfig default_device_config(uint32_t index, uint32_t fabric_id) {
   for (int i = 0; i < 8; ++i) gid[8 + i] = static_cast<uint8_t>(guid >> (56 - 8 * i));
   p.pkeys[0] = kDefaultPkey;
   return c;
+}
+
+hwif::Mtu roce_active_mtu(uint32_t netdev_mtu_bytes) {
+  // The header room iboe_get_mtu() subtracts (include/rdma/ib_addr.h): GRH 40, UDP 8, BTH 12,
+  // XRC ETH 4, AtomicETH 28, ICRC 4.
+  constexpr uint32_t kRoceHeaderRoomBytes = 40 + 8 + 12 + 4 + 28 + 4;
+  const uint32_t room = netdev_mtu_bytes > kRoceHeaderRoomBytes ? netdev_mtu_bytes - kRoceHeaderRoomBytes : 0;
+  for (hwif::Mtu m : {hwif::Mtu::k4096, hwif::Mtu::k2048, hwif::Mtu::k1024, hwif::Mtu::k512}) {
+    if (room >= hwif::mtu_bytes(m)) return m;
+  }
+  return hwif::Mtu::k256;
+}
+
+void use_ethernet_link(DeviceConfig& config, uint32_t ipv4, uint32_t netdev_mtu_bytes, uint16_t roce_udp_port) {
+  hwif::PortCaps& p = config.port;
+  p.link_layer = hwif::LinkLayer::kEthernet;
+  p.lid = 0;
+  p.sm_lid = 0;
+  p.lmc = 0;
+  p.active_mtu = roce_active_mtu(netdev_mtu_bytes);
+  p.gids = {};
+  p.gids[0].raw = fabric::ipv4_mapped_gid(ipv4);
+  config.ipv4 = ipv4;
+  config.roce_udp_port = roce_udp_port;
 }
 
 }  // namespace softhca::hca

@@ -4,6 +4,7 @@
 
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "hca/queue_objects.h"
 
@@ -42,6 +43,9 @@ void format(DeviceState& s, const DeviceRegion& region, const DeviceConfig& conf
   const hwif::DeviceCaps& c = config.caps;
   s = DeviceState{};
   s.region_bytes = region.size;
+  s.link_layer = static_cast<uint8_t>(config.port.link_layer);
+  s.roce_udp_port = config.roce_udp_port;
+  s.ipv4 = config.ipv4;
   ObjectTable<uint32_t>::format(s.pds, kFirstNumber, c.max_pd, l.pds);
   MemoryKeys::format(s.mkeys, c.max_mr, l.mkeys);
   ObjectTable<EventQueue>::format(s.eqs, kFirstNumber, kMaxEqs, l.eqs);
@@ -59,6 +63,28 @@ bool matches(const DeviceState& s, const DeviceRegion& region, const DeviceConfi
          s.pds.capacity == c.max_pd && s.mkeys.table.capacity == c.max_mr && s.cqs.capacity == c.max_cq &&
          s.srqs.capacity == c.max_srq && s.qps.capacity == c.max_qp && s.eqs.capacity == kMaxEqs;
 }
+
+// "InfiniBand" or "Ethernet (RoCEv2 from a.b.c.d, UDP port p)".
+std::string describe_link(uint8_t link_layer, uint32_t ipv4, uint16_t port) {
+  if (link_layer != static_cast<uint8_t>(hwif::LinkLayer::kEthernet)) return "InfiniBand";
+  return "Ethernet (RoCEv2 from " + std::to_string(ipv4 >> 24) + "." + std::to_string((ipv4 >> 16) & 0xff) + "." +
+         std::to_string((ipv4 >> 8) & 0xff) + "." + std::to_string(ipv4 & 0xff) + ", UDP port " +
+         std::to_string(port) + ")";
+}
+
+// Throws when the region's port runs another link than config asks for.
+void check_link(const DeviceState& s, const DeviceConfig& config) {
+  const bool ethernet = config.port.link_layer == hwif::LinkLayer::kEthernet;
+  const bool same = s.link_layer == static_cast<uint8_t>(config.port.link_layer) &&
+                    (!ethernet || (s.ipv4 == config.ipv4 && s.roce_udp_port == config.roce_udp_port));
+  if (same) return;
+  throw std::invalid_argument("hca::Device: the host's port is " + describe_link(s.link_layer, s.ipv4, s.roce_udp_port) +
+                              " but this process asks for " +
+                              describe_link(static_cast<uint8_t>(config.port.link_layer), config.ipv4,
+                                            config.roce_udp_port) +
+                              " (every process of a host needs the same SOFTHCA_LINK, SOFTHCA_IP and "
+                              "SOFTHCA_ROCE_PORT)");
+}
 }  // namespace
 
 uint64_t region_layout_bytes(const DeviceConfig& config) { return layout_of(config).end; }
@@ -73,6 +99,8 @@ DeviceState& open_region(const DeviceRegion& region, RegionInit init, const Devi
     format(*new (region.base) DeviceState{}, region, config);
   } else if (!matches(*s, region, config)) {
     throw std::invalid_argument("hca::Device: region not formatted for this device configuration");
+  } else {
+    check_link(*s, config);
   }
   return *s;
 }

@@ -34,6 +34,12 @@ struct DeviceState {
   uint32_t version = 0;
   uint32_t reserved = 0;
   uint64_t region_bytes = 0;  // the size it was formatted for
+  // The port's link layer and, on Ethernet, its IPv4 address and RoCE UDP port: every process of
+  // a host must run the device on the same wire (checked at attach).
+  uint8_t link_layer = 0;     // hwif::LinkLayer
+  uint8_t reserved_19[1] = {};
+  uint16_t roce_udp_port = 0;
+  uint32_t ipv4 = 0;
   DeviceStats stats{};
   TableState pds{};
   TableState eqs{};
@@ -50,7 +56,8 @@ static_assert(std::is_trivially_copyable_v<DeviceState> && std::is_standard_layo
 
 // Formats (kFormat) or checks (kAttach) the region and returns its state. Throws
 // std::invalid_argument for a region that is too small, misaligned, not formatted, or formatted
-// for other capacities than `config` gives.
+// for other capacities or another link (link layer, IPv4 address, RoCE port) than `config` gives;
+// the message of a link mismatch names both links.
 DeviceState& open_region(const DeviceRegion& region, RegionInit init, const DeviceConfig& config);
 
 // A region in this process's private memory (the single-process device): mapped lazily, so the

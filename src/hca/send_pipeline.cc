@@ -67,7 +67,13 @@ bool SendPipeline::local_keys_ok(const SendWqe& wqe) const {
 
 SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
   const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
-  rec = SendRecord{};
+  // Not `rec = SendRecord{}`: that clears ~1 KiB of SGE slots per WQE. parse_send_wqe() sets every
+  // field but the SGEs, and num_sge says how many of those are live.
+  rec.first_psn = 0;
+  rec.npkts = 1;
+  rec.response_done = false;
+  rec.resp_received = 0;
+  rec.executed = false;
   const WqeParse parsed = parse_send_wqe(ring, qp_.req.exec, qp_.type == QpType::kUd, rec.wqe);
   SendWqe& w = rec.wqe;
   w.wqe_index = qp_.req.exec;

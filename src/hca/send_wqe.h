@@ -69,7 +69,8 @@ struct SendWqe {
 };
 
 // Decodes the WQE that starts at basic block `bb` of a ring of 2^log_bbs blocks held in `ring`.
-// `is_ud` selects the datagram segment after the control segment.
+// `is_ud` selects the datagram segment after the control segment. Every field of `out` is set
+// (also on failure) except the SGE slots at and beyond out.num_sge, which are left as they were.
 WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, SendWqe& out);
 
 // Number of basic blocks of a WQE whose control segment says ds 16-byte units.

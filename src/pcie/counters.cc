@@ -84,6 +84,14 @@ void Counters::on_tlp(const Tlp& tlp) {
   cell.wire_bytes.fetch_add(tlp.wire_bytes, std::memory_order_relaxed);
 }
 
+void Counters::on_tlp_run(const TlpRun& run) {
+  if (run.tlps == 0) return;
+  AtomicCell& cell = cells_[static_cast<size_t>(run.type)][static_cast<size_t>(run.cause)];
+  cell.tlps.fetch_add(run.tlps, std::memory_order_relaxed);
+  cell.payload_bytes.fetch_add(run.payload_bytes, std::memory_order_relaxed);
+  cell.wire_bytes.fetch_add(run.wire_bytes, std::memory_order_relaxed);
+}
+
 CounterSnapshot Counters::snapshot() const {
   CounterSnapshot s;
   for (int t = 0; t < kTlpTypeCount; ++t) {

@@ -47,6 +47,9 @@ Direction direction_of(TlpType t, TlpCause c);
 class Counters final : public TlpSink {
  public:
   void on_tlp(const Tlp& tlp) override;
+  // Counting is all it does: a port may hand it runs (same totals, one update per run).
+  [[nodiscard]] bool counts_only() const override { return true; }
+  void on_tlp_run(const TlpRun& run) override;
   [[nodiscard]] CounterSnapshot snapshot() const;
   void reset();
 

@@ -32,7 +32,23 @@ bool for_each_mapped(HostBridge& bridge, uint64_t addr, size_t len, F&& f) {
 
 DevicePort::DevicePort(TlpSink& sink, const PcieConfig& config) : DevicePort(sink, config, identity_bridge()) {}
 
+namespace {
+// TLPs of [addr, addr + len) cut at multiples of unit (what for_each_aligned_chunk visits).
+uint64_t chunks(uint64_t addr, uint64_t len, uint64_t unit) {
+  return (addr + len + unit - 1) / unit - addr / unit;
+}
+}  // namespace
+
 void DevicePort::count_read(uint64_t host_addr, size_t len, TlpCause cause) {
+  // Completions are cut at completion_bytes boundaries inside each MRRS-aligned request; when
+  // completion_bytes divides MRRS that is the same as cutting the whole range at them.
+  if (sink_.counts_only() && config_.mrrs_bytes % config_.completion_bytes == 0) {
+    const uint64_t mrd = chunks(host_addr, len, config_.mrrs_bytes);
+    const uint64_t cpld = chunks(host_addr, len, config_.completion_bytes);
+    sink_.on_tlp_run(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
+    sink_.on_tlp_run(TlpRun{TlpType::kCplD, cause, cpld, len, len + cpld * config_.cpld_overhead_bytes});
+    return;
+  }
   for_each_aligned_chunk(host_addr, len, config_.mrrs_bytes, [&](uint64_t a, uint64_t n) {
     sink_.on_tlp(Tlp{TlpType::kMRd, Direction::kUpstream, cause, a, 0, static_cast<uint32_t>(n),
                      config_.mrd_overhead_bytes});
@@ -45,6 +61,11 @@ void DevicePort::count_read(uint64_t host_addr, size_t len, TlpCause cause) {
 }
 
 void DevicePort::count_write(uint64_t host_addr, size_t len, TlpCause cause) {
+  if (sink_.counts_only()) {
+    const uint64_t mwr = chunks(host_addr, len, config_.mps_bytes);
+    sink_.on_tlp_run(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
+    return;
+  }
   for_each_aligned_chunk(host_addr, len, config_.mps_bytes, [&](uint64_t a, uint64_t n) {
     auto bytes = static_cast<uint32_t>(n);
     sink_.on_tlp(Tlp{TlpType::kMWr, Direction::kUpstream, cause, a, bytes, 0,
@@ -67,12 +88,21 @@ bool DevicePort::dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause ca
   });
 }
 
+std::span<const uint8_t> DevicePort::dma_read_in_place(uint64_t host_addr, size_t len, TlpCause cause) {
+  if (len == 0) return {};
+  const std::span<uint8_t> m = bridge_.map(host_addr, len);
+  if (m.size() < len) return {};
+  count_read(host_addr, len, cause);
+  return m.first(len);
+}
+
 bool DevicePort::dma_write(uint64_t host_addr, const void* src, size_t len, TlpCause cause) {
   if (len == 0) return true;
   count_write(host_addr, len, cause);
   const auto* s = static_cast<const uint8_t*>(src);
   return for_each_mapped(bridge_, host_addr, len, [&](std::span<uint8_t> piece) {
-    std::memcpy(piece.data(), s, piece.size());
+    // memmove: the source may be host memory too (dma_read_in_place), even the same buffer.
+    std::memmove(piece.data(), s, piece.size());
     s += piece.size();
   });
 }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "pcie/host_bridge.h"
 #include "pcie/pcie_config.h"
@@ -25,6 +26,10 @@ class DevicePort {
   // false: a DMA fault. (Not [[nodiscard]]: benches and TLP-count tests move bytes they own.)
   bool dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause cause);
   bool dma_write(uint64_t host_addr, const void* src, size_t len, TlpCause cause);
+  // A DMA read whose bytes are used where they lie: when [host_addr, +len) is one mapping, counts
+  // the read's TLPs and returns that memory (the caller copies it on, e.g. into another host
+  // buffer: one memcpy instead of two). Empty, counting nothing, otherwise: use dma_read().
+  [[nodiscard]] std::span<const uint8_t> dma_read_in_place(uint64_t host_addr, size_t len, TlpCause cause);
   // Writes len bytes with the last byte stored last, with release ordering: how the device
   // publishes a CQE or EQE whose final byte carries the ownership bit.
   bool dma_write_publish(uint64_t host_addr, const void* src, size_t len, TlpCause cause);

@@ -45,11 +45,25 @@ struct Tlp {
   uint32_t wire_bytes = 0;     // payload + header + framing
 };
 
+// TLPs of one type and cause summed over one transfer: all a sink that only counts needs.
+struct TlpRun {
+  TlpType type = TlpType::kMWr;
+  TlpCause cause = TlpCause::kDoorbell;
+  uint64_t tlps = 0;
+  uint64_t payload_bytes = 0;
+  uint64_t wire_bytes = 0;
+};
+
 // Receives every TLP the ports emit: counters, traces, the timing model.
 class TlpSink {
  public:
   virtual ~TlpSink() = default;
   virtual void on_tlp(const Tlp& tlp) = 0;
+  // A sink that only counts (no addresses, no order) says so, and a device port then reports each
+  // transfer as one run per TLP type instead of TLP by TLP (a 4 KiB read at a 64-byte RCB is 72
+  // TLPs). Only called when counts_only() is true.
+  [[nodiscard]] virtual bool counts_only() const { return false; }
+  virtual void on_tlp_run(const TlpRun& run) { (void)run; }
 };
 
 }  // namespace softhca::pcie

@@ -179,7 +179,12 @@ EnvObservers* observers_from_env() {
   auto* obs = new EnvObservers();
   if (want_pcap) {
     std::string error;
-    if (auto writer = fabric::PcapWriter::open(pcap_path, error)) {
+    // The host's shared device on an Ethernet port (SOFTHCA_LINK=roce) sends RoCEv2: Ethernet frames.
+    LinkOptions link;
+    const bool roce = !private_mode_from_env() && link_options_from_env(link, error) &&
+                      link.layer == hwif::LinkLayer::kEthernet;
+    if (auto writer = fabric::PcapWriter::open(pcap_path, error, roce ? fabric::PcapLink::kEthernet
+                                                                      : fabric::PcapLink::kErfInfiniband)) {
       obs->pcap = std::make_unique<PcapTap>(std::move(writer), obs->clock);
       obs->fanout.add(static_cast<PacketTap*>(obs->pcap.get()));
     } else {

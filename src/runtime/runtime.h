@@ -1,8 +1,10 @@
-// Live mode inside one process: the devices this process sees, each a device model (src/hca) on
-// an in-process fabric, with its PCIe counters and the background agent that runs its timers.
-// Configured from the environment (docs/environment.md):
-//   SOFTHCA_NUM_DEVICES  number of devices softhca_0..N-1, default 1 (each is its own "host" with
-//                        its own LID on one in-process fabric)
+// The runtimes of live mode: the devices this process sees, each a device model (src/hca), with
+// its PCIe counters and the background agent that runs its timers. Runtime::process() gives the
+// shared host device of docs/live-mode.md (SOFTHCA_FABRIC, SOFTHCA_HOST: one device per host in
+// shared memory, run by every process of the host), or the private in-process runtime when
+// SOFTHCA_NUM_DEVICES is set. Configured from the environment (docs/environment.md):
+//   SOFTHCA_NUM_DEVICES  private mode: devices softhca_0..N-1 inside this process only (each its
+//                        own "host" with its own LID on one in-process fabric)
 //   SOFTHCA_STATS=FILE   PCIe counters of every device dumped as JSON when the process exits
 //   SOFTHCA_BLUEFLAME    auto (default) | off | prefer: when the driver writes WQEs through the BAR
 //   SOFTHCA_VENDOR_ID, SOFTHCA_VENDOR_PART_ID, SOFTHCA_HW_VER: the device identity (docs/device.md)

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,13 @@
 namespace softhca::runtime {
 
 namespace {
+
+// The destination address of a RoCEv2 IPv4 packet: bytes 16..19, big-endian (RFC 791). 0 for a
+// packet too short to have one.
+uint32_t ipv4_destination(std::span<const uint8_t> packet) {
+  if (packet.size() < fabric::kIpv4HeaderBytes) return 0;
+  return (uint32_t{packet[16]} << 24) | (uint32_t{packet[17]} << 16) | (uint32_t{packet[18]} << 8) | packet[19];
+}
 
 // The LRH's DLID: bytes 2..3, big-endian (IBA 7.7). 0 for a packet too short to have one.
 uint16_t lrh_dlid(std::span<const uint8_t> packet) {
@@ -105,6 +113,11 @@ class SharedRuntime::Impl final : public DeviceSlot,
   };
 
   bool open_udp(bool formatting);
+  int open_roce_carrier();  // 0 or the errno of the bind
+  [[nodiscard]] bool ethernet() const { return link_.layer == hwif::LinkLayer::kEthernet; }
+  // Delivers every packet looped back on this host (either queue) until none is left.
+  void drain_wire();
+  void queue_roce_loopback(std::span<const uint8_t> packet);
   bool make_device(std::string& error);
   uint32_t sweep_locked();
   [[nodiscard]] bool any_dead_slot() const;
@@ -115,6 +128,9 @@ class SharedRuntime::Impl final : public DeviceSlot,
 
   // pcie::TlpSink, hca::PacketPort, fabric::PacketReceiver, hwif::MmioTarget, CommandInterface
   void on_tlp(const pcie::Tlp& tlp) override;
+  // With no TLP tap the runtime only counts: the device port may report transfers as runs.
+  [[nodiscard]] bool counts_only() const override { return options_.tlp_tap == nullptr; }
+  void on_tlp_run(const pcie::TlpRun& run) override { counters_.on_tlp_run(run); }
   void transmit(std::span<const uint8_t> packet) override;
   void deliver(std::span<const uint8_t> packet) override;
   void mmio_write(uint64_t bar_offset, const void* data, size_t len) override;
@@ -130,6 +146,7 @@ class SharedRuntime::Impl final : public DeviceSlot,
   pid_t pid_;
   uint64_t fork_generation_ = 0;  // at attach; see on_fork_child
   hca::DeviceConfig config_;
+  LinkOptions link_;
   std::string name_ = "softhca_0";
   uint8_t blueflame_mode_ = 0;
   std::unique_ptr<fabric::UdpCarrier> udp_;
@@ -143,6 +160,12 @@ class SharedRuntime::Impl final : public DeviceSlot,
   std::atomic<uint64_t> seq_{0};
   // Under the device lock: this process's view of the wire while it runs the device.
   fabric::InprocCarrier loopback_;
+  // Ethernet: RoCEv2 packets to our own address (they have no LRH for loopback_ to route by), in
+  // order; slots keep their capacity, so the queue allocates only while it grows.
+  std::vector<std::vector<uint8_t>> roce_loop_;
+  size_t roce_loop_head_ = 0;
+  size_t roce_loop_count_ = 0;
+  std::vector<uint8_t> roce_current_;
   std::unordered_map<uint16_t, fabric::Ipv4Endpoint> routes_;  // LID -> carrier; cleared by sweeps
   bool detached_ = false;
   std::unique_ptr<hca::Device> device_;
@@ -164,11 +187,18 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   static const int atfork_registered = pthread_atfork(nullptr, nullptr, on_fork_child);
   (void)atfork_registered;
   fork_generation_ = fork_generation();
+  if (options_.link) {
+    link_ = *options_.link;
+  } else if (!link_options_from_env(link_, error)) {
+    return false;
+  }
   auto config_for = [this](uint16_t lid) {
     hca::DeviceConfig c = options_.config_for_lid ? options_.config_for_lid(lid)
                                                   : hca::default_device_config(lid > 0 ? lid - 1u : 0u);
     c.port.lid = lid;
     if (options_.pcie) c.pcie = *options_.pcie;
+    // The registry's LID still names the host (and its GUID); an Ethernet port reports LID 0.
+    if (ethernet()) hca::use_ethernet_link(c, link_.ipv4, link_.netdev_mtu, link_.roce_port);
     return c;
   };
   SegmentOptions so;
@@ -182,14 +212,14 @@ bool SharedRuntime::Impl::attach(std::string& error) {
     lid = registry_.register_host(options_.names.host);
     if (lid == 0) return false;
     guid = config_for(lid).caps.node_guid;
-    if (options_.udp) open_udp(true);
+    if (options_.udp && !ethernet()) open_udp(true);
     return true;
   };
   segment_ = HostSegment::attach(so, error);
   if (segment_ == nullptr) return false;
   segment_path_ = segment_->path();
   config_ = config_for(segment_->lid());
-  if (options_.udp && !segment_->formatted()) open_udp(false);
+  if (options_.udp && !ethernet() && !segment_->formatted()) open_udp(false);
 
   const uint32_t me = segment_->my_slot();
   HostSegment* seg = segment_.get();
@@ -204,6 +234,17 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   if (!make_device(error)) {
     segment_->detach(false);
     return false;
+  }
+  // After make_device, which refuses a process whose link differs from the host's.
+  if (options_.udp && ethernet()) {
+    if (const int err = open_roce_carrier(); err != 0) {
+      error = "cannot bind the RoCEv2 carrier to " + ipv4_to_string(link_.ipv4) + ":" +
+              std::to_string(link_.roce_port) + ": " + std::strerror(err) +
+              " (SOFTHCA_IP must be an address of this machine; SOFTHCA_ROCE_PORT may change the port)";
+      device_.reset();
+      segment_->detach(false, [this] { registry_.remove_host(options_.names.host); });
+      return false;
+    }
   }
   host_port_ = std::make_unique<pcie::HostPort>(static_cast<hwif::MmioTarget&>(*this), static_cast<pcie::TlpSink&>(*this),
                                                 device_->config().pcie);
@@ -233,6 +274,9 @@ bool SharedRuntime::Impl::make_device(std::string& error) {
     error = segment_->path() + ": " + e.what();
     return false;
   }
+  // Same-host packets loop back inside the device, never serialised, unless a capture wants
+  // their bytes: then they take the wire (transmit() below) and the loopback carrier.
+  device_->set_internal_loopback(options_.packet_tap == nullptr);
   sweep_locked();  // dead processes' objects go before we start (and after an EOWNERDEAD)
   segment_->unlock_device();
   return true;
@@ -249,7 +293,7 @@ bool SharedRuntime::Impl::open_udp(bool formatting) {
     if (auto h = registry_.find_by_name(options_.names.host); h && h->udp_port != 0) o.bind.port = h->udp_port;
   }
   auto udp = std::make_unique<fabric::UdpCarrier>();
-  if (!udp->open(o).ok() && (o.bind.port == 0 || !udp->open(fabric::UdpCarrierOptions{o.mode, {fabric::kIpv4Loopback, 0}, true, 0}).ok())) {
+  if (!udp->open(o).is_ok() && (o.bind.port == 0 || !udp->open(fabric::UdpCarrierOptions{o.mode, {fabric::kIpv4Loopback, 0}, true, 0}).is_ok())) {
     std::fprintf(stderr, "softhca: host %s: no UDP carrier; packets to other hosts are dropped\n",
                  options_.names.host.c_str());
     return false;
@@ -259,6 +303,19 @@ bool SharedRuntime::Impl::open_udp(bool formatting) {
   }
   udp_ = std::move(udp);
   return true;
+}
+
+// Ethernet: every process of the host binds <host ip>:<roce port> (SO_REUSEPORT), so a datagram
+// from another host reaches whichever process the kernel picks and runs the shared device there.
+int SharedRuntime::Impl::open_roce_carrier() {
+  fabric::UdpCarrierOptions o;
+  o.mode = fabric::CarrierMode::kRoceV2;
+  o.bind = fabric::Ipv4Endpoint{link_.ipv4, link_.roce_port};
+  o.reuse_port = true;
+  auto udp = std::make_unique<fabric::UdpCarrier>();
+  if (const Status st = udp->open(o); !st.is_ok()) return st.err();
+  udp_ = std::move(udp);
+  return 0;
 }
 
 void SharedRuntime::Impl::stop_threads() {
@@ -326,7 +383,7 @@ void SharedRuntime::Impl::mmio_write(uint64_t bar_offset, const void* data, size
   Entry e(*this);
   if (detached_) return;
   device_->mmio_write(bar_offset, data, len);
-  loopback_.drain();
+  drain_wire();
 }
 
 int SharedRuntime::Impl::execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
@@ -335,7 +392,7 @@ int SharedRuntime::Impl::execute(hwif::CmdOpcode op, const void* in, size_t in_l
   if (detached_) return EIO;
   device_->set_owner(segment_->my_slot());
   const int err = device_->execute(op, in, in_len, out, out_len);
-  loopback_.drain();
+  drain_wire();
   return err;
 }
 
@@ -343,7 +400,7 @@ void SharedRuntime::Impl::run_timers(Picoseconds now) {
   Entry e(*this);
   if (detached_) return;
   device_->on_timer(now);
-  loopback_.drain();
+  drain_wire();
 }
 
 uint32_t SharedRuntime::Impl::acquire_uar() {
@@ -377,12 +434,52 @@ void SharedRuntime::Impl::transmit(std::span<const uint8_t> packet) {
   if (options_.packet_tap != nullptr) {
     options_.packet_tap->on_packet(seq_.fetch_add(1, std::memory_order_relaxed), 0, PacketDirection::kSent, packet);
   }
+  if (ethernet()) {
+    const uint32_t dst = ipv4_destination(packet);
+    if (dst == link_.ipv4) {
+      queue_roce_loopback(packet);
+    } else if (udp_ == nullptr || !udp_->send(fabric::Ipv4Endpoint{dst, link_.roce_port}, packet).is_ok()) {
+      unroutable_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      to_other_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
   const uint16_t dlid = lrh_dlid(packet);
   if (dlid == segment_->lid()) {
     loopback_.send(packet);
   } else {
     send_off_host(dlid, packet);
   }
+}
+
+// Under the device lock.
+void SharedRuntime::Impl::queue_roce_loopback(std::span<const uint8_t> packet) {
+  if (roce_loop_count_ == roce_loop_.size()) {
+    // Full: grow, keeping the order (the queue restarts at slot 0).
+    std::vector<std::vector<uint8_t>> grown(roce_loop_.empty() ? 64 : roce_loop_.size() * 2);
+    for (size_t i = 0; i < roce_loop_count_; ++i) {
+      grown[i] = std::move(roce_loop_[(roce_loop_head_ + i) % roce_loop_.size()]);
+    }
+    roce_loop_ = std::move(grown);
+    roce_loop_head_ = 0;
+  }
+  roce_loop_[(roce_loop_head_ + roce_loop_count_) % roce_loop_.size()].assign(packet.begin(), packet.end());
+  ++roce_loop_count_;
+}
+
+// Under the device lock. A delivery may send more (ACKs, READ responses): they join the queues and
+// this loop delivers them too. The packet is copied out first, as the queue may grow meanwhile.
+void SharedRuntime::Impl::drain_wire() {
+  do {
+    loopback_.drain();
+    while (roce_loop_count_ > 0) {
+      roce_current_.swap(roce_loop_[roce_loop_head_]);
+      roce_loop_head_ = (roce_loop_head_ + 1) % roce_loop_.size();
+      --roce_loop_count_;
+      deliver(roce_current_);
+    }
+  } while (roce_loop_count_ > 0);
 }
 
 void SharedRuntime::Impl::deliver(std::span<const uint8_t> packet) {
@@ -406,7 +503,7 @@ void SharedRuntime::Impl::send_off_host(uint16_t dlid, std::span<const uint8_t> 
     }
     it = routes_.emplace(dlid, fabric::Ipv4Endpoint{ntohl(h->ipv4_be), h->udp_port}).first;
   }
-  if (udp_->send(it->second, packet).ok()) {
+  if (udp_->send(it->second, packet).is_ok()) {
     to_other_.fetch_add(1, std::memory_order_relaxed);
   } else {
     unroutable_.fetch_add(1, std::memory_order_relaxed);
@@ -419,7 +516,7 @@ void SharedRuntime::Impl::receive_loop() {
     if (detached_) return;
     from_other_.fetch_add(1, std::memory_order_relaxed);
     deliver(d.bytes);
-    loopback_.drain();
+    drain_wire();
   };
   {
     std::lock_guard<std::mutex> g(agent_mu_);
@@ -482,7 +579,7 @@ void SharedRuntime::Impl::agent_loop() {
         if (reclaim) sweep_locked();
         if (sweeping) routes_.clear();  // a host that restarted has a new carrier address
         device_->on_timer(t);
-        loopback_.drain();
+        drain_wire();
       }
     }
     lk.lock();

@@ -2,9 +2,10 @@
 // its host's shared device. One DeviceSlot, "softhca_0", whose state lives in the host segment;
 // every entry (BAR write, command, received packet, timer) takes the segment's robust device lock,
 // runs the device as this process (commands tag new objects with this process's slot), then loops
-// packets addressed to the host's own LID back into the device before the lock is released.
-// Packets to other LIDs go out through the UDP carrier (native InfiniBand packets between the
-// hosts' ports listed in the fabric registry). Two background threads per process: the agent
+// packets addressed to the host's own LID (Ethernet: own IPv4 address) back into the device before
+// the lock is released. Other packets go out through the UDP carrier: on InfiniBand, native packets
+// between the hosts' ports listed in the fabric registry; on Ethernet (SOFTHCA_LINK=roce), RoCEv2
+// from <host ip>:<roce port> to the same port of the destination IPv4 address. Two background threads per process: the agent
 // (timers at CLOCK_MONOTONIC deadlines shared by the host's processes, and the liveness sweep
 // every kSweepPeriod) and the UDP receiver.
 // Per process, not per host: PCIe counters, taps (SOFTHCA_PCAP/TRACE see this process's
@@ -20,6 +21,7 @@
 
 #include "hca/device.h"
 #include "runtime/host_segment.h"
+#include "runtime/link_config.h"
 #include "runtime/runtime.h"
 
 namespace softhca::runtime {
@@ -35,6 +37,9 @@ struct SharedRuntimeOptions {
   PacketTap* packet_tap = nullptr;
   // Open the UDP carrier to other hosts (off: packets to other LIDs are counted and dropped).
   bool udp = true;
+  // The port's wire (link_config.h). Unset: link_options_from_env(). Every process of a host must
+  // give the same; a process that differs from the one that created the host fails to attach.
+  std::optional<LinkOptions> link;
 };
 
 class SharedRuntime final : public Runtime {

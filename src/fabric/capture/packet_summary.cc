@@ -5,21 +5,37 @@
 #include "base/endian.h"
 #include "fabric/packet/headers.h"
 #include "fabric/packet/opcode.h"
+#include "fabric/packet/roce.h"
 
 namespace softhca::fabric {
+
+namespace {
+// An IPv4 header without options starts 0x45 (version 4, IHL 5; RFC 791); an LRH never does, its
+// LVer nibble being 0 (IBA 7.7.2). So a RoCEv2 packet (roce.h) is told from a native one by its first
+// byte. Returns the offset of the BTH, or 0 when the packet is not IPv4/UDP.
+size_t roce_bth_offset(std::span<const uint8_t> packet) {
+  constexpr uint8_t kIpv4NoOptions = 0x45;
+  constexpr size_t kProtocolAt = 9;
+  if (packet.size() < kRoceEncapBytes || packet[0] != kIpv4NoOptions || packet[kProtocolAt] != kIpProtocolUdp) return 0;
+  return kRoceEncapBytes;
+}
+}  // namespace
 
 PacketSummary summarize(std::span<const uint8_t> packet) {
   PacketSummary s;
   s.wire_bytes = static_cast<uint32_t>(packet.size());
   if (packet.size() < kLrhBytes) return s;
-  const auto lrh = load_as<Lrh>(packet.data());
-  s.slid = lrh.slid.get();
-  s.dlid = lrh.dlid.get();
-  size_t at = kLrhBytes;
-  if (lrh.lnh() == Lnh::kIbaGlobal) {
-    at += kGrhBytes;
-  } else if (lrh.lnh() != Lnh::kIbaLocal) {
-    return s;
+  size_t at = roce_bth_offset(packet);
+  if (at == 0) {
+    const auto lrh = load_as<Lrh>(packet.data());
+    s.slid = lrh.slid.get();
+    s.dlid = lrh.dlid.get();
+    at = kLrhBytes;
+    if (lrh.lnh() == Lnh::kIbaGlobal) {
+      at += kGrhBytes;
+    } else if (lrh.lnh() != Lnh::kIbaLocal) {
+      return s;
+    }
   }
   if (packet.size() < at + kBthBytes) return s;
   const auto bth = load_as<Bth>(packet.data() + at);

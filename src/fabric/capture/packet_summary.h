@@ -1,6 +1,7 @@
 // What a capture, a trace or a sequence diagram shows of one packet: its addresses and transport
 // header fields, read from the wire bytes without checking CRCs or lengths (fabric::parse does
-// that). Native IB only (LRH first). Sizes in bytes.
+// that). Native IB (LRH first) or RoCEv2 (IPv4 header first, roce.h; no LIDs: slid/dlid 0). Sizes in
+// bytes.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -19,10 +20,10 @@ struct PacketSummary {
   bool has_aeth = false;  // the opcode carries an AETH (ACK, atomic ACK, read response first/last/only)
   uint8_t syndrome = 0;
   uint32_t msn = 0;
-  uint32_t wire_bytes = 0;  // LRH through VCRC
+  uint32_t wire_bytes = 0;  // LRH through VCRC (RoCEv2: IPv4 header through ICRC)
 };
 
-// Reads the LRH, the GRH if LNH says so, the BTH and, for opcodes that carry one, the AETH.
+// Reads the LRH and the GRH if LNH says so (or the IPv4 and UDP headers of RoCEv2), the BTH and, for opcodes that carry one, the AETH.
 PacketSummary summarize(std::span<const uint8_t> packet);
 
 // A short label: "RC RDMA WRITE Only PSN 5", "RC Acknowledge PSN 5 ACK MSN 1" (NAK and RNR NAK

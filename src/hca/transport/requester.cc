@@ -41,7 +41,7 @@ void Requester::execute(SendRecord& rec) {
   rec.npkts = packets_of(w, mtu());
   qp_.req.next_psn = psn_add(qp_.req.next_psn, rec.npkts);
   if (w.is_read() || w.is_atomic()) ++qp_.req.outstanding_rd;
-  pump();
+  pump(&rec);
   if (qp_.type == QpType::kRc || qp_.state() == QpState::kErr) return;
   // UC and UD complete as soon as the message is on the wire.
   rec.response_done = true;
@@ -49,13 +49,14 @@ void Requester::execute(SendRecord& rec) {
   complete_acked();
 }
 
-void Requester::pump() {
+void Requester::pump(const SendRecord* hint) {
   RequesterState& rq = qp_.req;
   const bool rc = qp_.type == QpType::kRc;
+  const SendRecord* r = hint;
   while (rq.tx_psn != rq.next_psn && qp_.state() != QpState::kErr) {
     // RC keeps at most kMaxUnackedPsns in flight, and sends nothing while waiting out an RNR NAK.
     if (rc && (rq.rnr_wait || psn_cmp(rq.tx_psn, rq.una_psn) >= static_cast<int32_t>(kMaxUnackedPsns))) break;
-    const SendRecord* r = record_for_psn(rq.tx_psn);
+    r = record_near(r, rq.tx_psn);
     if (r == nullptr) break;
     const auto index = static_cast<uint32_t>(psn_cmp(rq.tx_psn, r->first_psn));
     const bool resend = psn_cmp(rq.tx_psn, rq.max_sent_psn) < 0;
@@ -95,6 +96,23 @@ bool Requester::gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t*
   return true;
 }
 
+std::span<const uint8_t> Requester::gather_in_place(const SendWqe& w, uint64_t offset, uint32_t len,
+                                                    const fabric::PacketFields& f) {
+  if (w.is_inline || len == 0 || !dev_.loops_back(f)) return {};
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    const Sge& s = w.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    if (s.length - offset < len) return {};  // spans SGEs: gathered the ordinary way
+    const Translation t = dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr + offset, len, 0);
+    if (t.result != KeyCheck::kOk) return {};  // gather() meets the same error and reports it
+    return dev_.dma_.dma_read_in_place(t.host_addr, len, pcie::TlpCause::kPayloadRead);
+  }
+  return {};
+}
+
 bool Requester::scatter(const SendWqe& w, uint64_t offset, std::span<const uint8_t> data) {
   for (uint32_t i = 0; i < w.num_sge && !data.empty(); ++i) {
     const Sge& s = w.sge[i];
@@ -119,6 +137,7 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
   dev_.route_to_peer(qp_, f);
   f.psn = Psn(psn_add(rec.first_psn, index));
   uint32_t payload_len = 0;
+  uint8_t* payload = nullptr;  // gathered where transmit() wants it (a loopback slot: no copy)
   if (w.is_read()) {
     const uint64_t off = static_cast<uint64_t>(index) * m;
     f.opcode = BthOpcode::kRcRdmaReadRequest;
@@ -154,30 +173,52 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
     // RC asks for an ACK at the end of each message and every kAckRequestInterval packets, so a
     // message longer than the window keeps flowing.
     f.ack_req = qp_.type == QpType::kRc && (last || (index + 1) % kAckRequestInterval == 0);
-    if (!gather(w, off, payload_len, dev_.payload_buf_.data())) {
+    // Looped back from one mapped piece of host memory: read where it lies, copied once, by the
+    // responder, straight into the target buffer.
+    if (const std::span<const uint8_t> view = gather_in_place(w, off, payload_len, f); !view.empty()) {
+      return dev_.transmit(f, view, true);
+    }
+    payload = dev_.payload_buffer_for(f);
+    if (!gather(w, off, payload_len, payload)) {
       return fail_at(f.psn.value(), CqeSyndrome::kLocProtErr);
     }
   }
-  dev_.transmit(f, std::span<const uint8_t>(dev_.payload_buf_.data(), payload_len));
+  dev_.transmit(f, std::span<const uint8_t>(payload, payload_len));
 }
 
 void Requester::arm_ack_timer() {
   if (qp_.req.deadline.count() >= 0) return;
   const Picoseconds t = ack_timeout(qp_.attr.timeout);
   if (t.count() < 0) return;
-  dev_.schedule(qp_, dev_.clock_.now() + t, false);
+  dev_.schedule(qp_, dev_.now() + t, false);
+}
+
+namespace {
+bool holds(const SendRecord& r, uint32_t psn) {
+  return r.npkts > 0 && psn_cmp(psn, r.first_psn) >= 0 && psn_cmp(psn, psn_add(r.first_psn, r.npkts)) < 0;
+}
+}  // namespace
+
+const SendRecord* Requester::record_near(const SendRecord* hint, uint32_t psn) {
+  if (hint != nullptr) {
+    if (holds(*hint, psn)) return hint;
+    // wqe_index is the record's first basic block (prepare() sets it), so the next WQE is bbs on.
+    const auto next = static_cast<uint16_t>(hint->wqe.wqe_index + hint->wqe.bbs);
+    if (next != qp_.req.exec && holds(dev_.record(qp_, next), psn)) return &dev_.record(qp_, next);
+  }
+  return record_for_psn(psn);
 }
 
 SendRecord* Requester::record_for_psn(uint32_t psn) {
   for (uint16_t bb = qp_.req.complete; bb != qp_.req.exec;) {
     SendRecord& r = dev_.record(qp_, bb);
-    if (r.npkts > 0 && psn_cmp(psn, r.first_psn) >= 0 && psn_cmp(psn, psn_add(r.first_psn, r.npkts)) < 0) return &r;
+    if (holds(r, psn)) return &r;
     bb = static_cast<uint16_t>(bb + r.wqe.bbs);
   }
   return nullptr;
 }
 
-void Requester::acknowledge(uint32_t psn) {
+void Requester::acknowledge(uint32_t psn, bool settle) {
   const uint32_t next = psn_add(psn, 1);
   // Only ACKs inside the window [una, next_psn] move things on; others are stale or bogus.
   if (psn_cmp(next, qp_.req.una_psn) <= 0 || psn_cmp(next, qp_.req.next_psn) > 0) return;
@@ -185,6 +226,7 @@ void Requester::acknowledge(uint32_t psn) {
   if (psn_cmp(qp_.req.tx_psn, next) < 0) qp_.req.tx_psn = next;
   qp_.req.retries_left = qp_.attr.retry_cnt;
   qp_.req.rnr_retries_left = qp_.attr.rnr_retry;
+  if (!settle) return;
   complete_acked();
   pump();
 }
@@ -255,7 +297,13 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
 
   if (info.kind == OpKind::kAcknowledge) {
     const uint8_t syn = f.aeth ? f.aeth->syndrome : 0;
-    if (fabric::is_ack(syn)) return acknowledge(psn);
+    if (fabric::is_ack(syn)) {
+      // ACKs are cumulative: when a later ACK of this QP is queued right behind this one (a
+      // looped-back burst), completing and sending more is left to it; the state is the same.
+      const std::optional<uint32_t> later = dev_.next_looped_ack(f);
+      const bool settle = !later || psn_cmp(*later, psn) <= 0 || psn_cmp(psn_add(*later, 1), qp_.req.next_psn) > 0;
+      return acknowledge(psn, settle);
+    }
     // A NAK names a PSN in flight; anything else is stale or bogus.
     if (psn_cmp(psn, qp_.req.una_psn) < 0 || psn_cmp(psn, qp_.req.next_psn) >= 0)
       return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
@@ -266,7 +314,7 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
       if (qp_.attr.rnr_retry != 7) --qp_.req.rnr_retries_left;  // 7 means retry forever
       dev_.cancel_timer(qp_);
       qp_.req.tx_psn = psn;  // sent again, from here, when the RNR timer expires
-      return dev_.schedule(qp_, dev_.clock_.now() + rnr_delay(fabric::syndrome_value(syn)), true);
+      return dev_.schedule(qp_, dev_.now() + rnr_delay(fabric::syndrome_value(syn)), true);
     }
     switch (static_cast<NakCode>(fabric::syndrome_value(syn))) {
       case NakCode::kPsnSequenceError:

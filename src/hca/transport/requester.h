@@ -25,15 +25,24 @@ class Requester {
   void send_request_packet(const SendRecord& rec, uint32_t index);
   bool gather(const SendWqe& wqe, uint64_t offset, uint32_t len, uint8_t* dst);
   bool scatter(const SendWqe& wqe, uint64_t offset, std::span<const uint8_t> data);
-  // Sends what the window allows, from tx_psn on (new packets and go-back-N alike).
-  void pump();
-  void acknowledge(uint32_t psn);  // everything up to and including psn arrived
+  // The payload of a looped-back packet as host memory, counted as read, when it lies in one SGE
+  // and one mapping; empty otherwise (gather() then copies it).
+  std::span<const uint8_t> gather_in_place(const SendWqe& wqe, uint64_t offset, uint32_t len,
+                                           const fabric::PacketFields& f);
+  // Sends what the window allows, from tx_psn on (new packets and go-back-N alike). `hint`: a
+  // record likely to hold tx_psn (the WQE just executed), which spares the search of the window.
+  void pump(const SendRecord* hint = nullptr);
+  // Everything up to and including psn arrived. settle false: only the window moves; completing
+  // WQEs and sending more wait for the next acknowledge() (a later ACK already queued).
+  void acknowledge(uint32_t psn, bool settle = true);
   [[nodiscard]] bool is_done(const SendRecord& r) const;
   void complete_acked();
   void retransmit_from(uint32_t psn);
   void fail_at(uint32_t psn, hwif::CqeSyndrome syndrome);
   void arm_ack_timer();
   SendRecord* record_for_psn(uint32_t psn);
+  // The record holding psn: hint, or the WQE right after hint, or else a search from the oldest.
+  const SendRecord* record_near(const SendRecord* hint, uint32_t psn);
   [[nodiscard]] uint32_t mtu() const;
 
   Device& dev_;

@@ -229,11 +229,14 @@ Responder::Placed Responder::execute_read(const fabric::PacketFields& f) {
     const uint64_t off = static_cast<uint64_t>(i) * m;
     const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(m, len - off));
     // A fault ends the response; the NAK that follows fails the READ at the requester.
-    if (!dev_.dma_.dma_read(t.host_addr + off, dev_.payload_buf_.data(), chunk, pcie::TlpCause::kPayloadRead)) {
+    // Copied now, never read in place: a WRITE queued behind this READ on the same QP must not
+    // change the data the READ returns (the responder executes requests in order).
+    uint8_t* buf = dev_.payload_buffer_for(r);
+    if (!dev_.dma_.dma_read(t.host_addr + off, buf, chunk, pcie::TlpCause::kPayloadRead)) {
       dev_.fault();
       return Placed::kAccess;
     }
-    dev_.transmit(r, std::span<const uint8_t>(dev_.payload_buf_.data(), chunk));
+    dev_.transmit(r, std::span<const uint8_t>(buf, chunk));
   }
   return Placed::kOk;
 }
