@@ -16,6 +16,7 @@
 #include "runtime/live_device.h"
 #include "runtime/pcap_tap.h"
 #include "runtime/shared_runtime.h"
+#include "runtime/stats_json.h"
 #include "runtime/tap_fanout.h"
 #include "runtime/trace_recorder.h"
 
@@ -74,25 +75,9 @@ class LiveRuntime final : public Runtime {
     nlohmann::json all = nlohmann::json::array();
     for (auto& d : devices_) {
       const hca::DeviceStats s = d->stats();
-      nlohmann::json drops = nlohmann::json::object();
-      for (size_t r = 0; r < s.dropped.size(); ++r)
-        drops[std::string(hca::to_string(static_cast<hca::DropReason>(r)))] = s.dropped[r];
       all.push_back({{"device", d->name()},
                      {"pcie", nlohmann::json::parse(d->counters().snapshot().to_json())},
-                     {"packets",
-                      {{"sent", s.packets_sent},
-                       {"received", s.packets_received},
-                       {"bytes_sent", s.bytes_sent},
-                       {"bytes_received", s.bytes_received},
-                       {"acks_sent", s.acks_sent},
-                       {"naks_sent", s.naks_sent},
-                       {"rnr_naks_sent", s.rnr_naks_sent},
-                       {"retransmitted", s.retransmitted_packets},
-                       {"timeouts", s.timeouts},
-                       {"duplicates", s.duplicates},
-                       {"cqes_written", s.cqes_written},
-                       {"cq_overruns", s.cq_overruns},
-                       {"dropped", drops}}}});
+                     {"packets", packet_stats_json(s)}});
     }
     std::ofstream(path) << nlohmann::json{{"devices", all}}.dump(2) << "\n";
   }

@@ -23,6 +23,7 @@
 #include "runtime/irq_socket.h"
 #include "runtime/shared_kernel.h"
 #include "runtime/shared_memory.h"
+#include "runtime/stats_json.h"
 
 namespace softhca::runtime {
 
@@ -594,30 +595,13 @@ void SharedRuntime::Impl::dump_stats(const std::string& path) {
     Entry e(*this);
     s = device_->stats();
   }
-  nlohmann::json drops = nlohmann::json::object();
-  for (size_t r = 0; r < s.dropped.size(); ++r) {
-    drops[std::string(hca::to_string(static_cast<hca::DropReason>(r)))] = s.dropped[r];
-  }
   // PCIe counters are this process's; packet counters are the host device's (all its processes).
   nlohmann::json dev = {{"device", name_},
                         {"host", options_.names.host},
                         {"fabric", options_.names.fabric},
                         {"slot", segment_->my_slot()},
                         {"pcie", nlohmann::json::parse(counters_.snapshot().to_json())},
-                        {"packets",
-                         {{"sent", s.packets_sent},
-                          {"received", s.packets_received},
-                          {"bytes_sent", s.bytes_sent},
-                          {"bytes_received", s.bytes_received},
-                          {"acks_sent", s.acks_sent},
-                          {"naks_sent", s.naks_sent},
-                          {"rnr_naks_sent", s.rnr_naks_sent},
-                          {"retransmitted", s.retransmitted_packets},
-                          {"timeouts", s.timeouts},
-                          {"duplicates", s.duplicates},
-                          {"cqes_written", s.cqes_written},
-                          {"cq_overruns", s.cq_overruns},
-                          {"dropped", drops}}},
+                        {"packets", packet_stats_json(s)},
                         {"carrier",
                          {{"to_other_hosts", to_other_.load()},
                           {"from_other_hosts", from_other_.load()},

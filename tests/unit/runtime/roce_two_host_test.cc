@@ -378,7 +378,7 @@ TEST(RoceTwoHosts, RcSendWriteReadAndAtomicsBetweenTwoHostsOverRoceV2) {
 int attach_with(const std::string& fabric, softhca::runtime::LinkOptions link, int ready_fd, int hold_fd) {
   softhca::runtime::SharedRuntimeOptions o;
   o.names.fabric = fabric;
-  o.names.host = "a";
+  o.names.host = std::string("a");  // not = "a": GCC 12 -O3 -Wrestrict false positive
   o.link = link;
   std::string error;
   auto rt = softhca::runtime::SharedRuntime::create(o, error);
