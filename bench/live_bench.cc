@@ -6,7 +6,9 @@
 //   bw    64 KiB RDMA WRITEs, 16 in flight: bytes per second
 // The process forks before any verbs call; parent and child swap QP addresses through pipes.
 // Prints a table, and JSON with --json. Options: --iters N (ping-pong round trips, default
-// 200000), --seconds S (rate and bw duration each, default 2), --only lat|rate|bw.
+// 200000), --seconds S (rate and bw duration each, default 2), --only lat|rate|bw, --two-hosts (the
+// peers on hosts "a" and "b" of one fabric: the same figures over the UDP carrier; with
+// SOFTHCA_LINK=roce, RoCEv2 — give each host its own address with SOFTHCA_IP in that case).
 #include <infiniband/verbs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -245,6 +247,7 @@ int main(int argc, char** argv) {
   uint64_t iters = 200000;
   double seconds = 2.0;
   bool json = false;
+  bool two_hosts = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -252,8 +255,9 @@ int main(int argc, char** argv) {
     else if (a == "--iters" && i + 1 < argc) iters = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--seconds" && i + 1 < argc) seconds = std::strtod(argv[++i], nullptr);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--two-hosts") two_hosts = true;
     else {
-      std::fprintf(stderr, "usage: live_bench [--json] [--iters N] [--seconds S] [--only lat|rate|bw]\n");
+      std::fprintf(stderr, "usage: live_bench [--json] [--iters N] [--seconds S] [--only lat|rate|bw] [--two-hosts]\n");
       return 2;
     }
   }
@@ -265,6 +269,8 @@ int main(int argc, char** argv) {
   const pid_t child = ::fork();
   if (child < 0) fail("fork");
   const bool initiator = child != 0;
+  // Before any verbs call: the process's host is fixed when the runtime starts.
+  if (two_hosts) ::setenv("SOFTHCA_HOST", initiator ? "a" : "b", 1);
   const int rd = initiator ? to_parent[0] : to_child[0];
   const int wr = initiator ? to_child[1] : to_parent[1];
 
@@ -305,7 +311,8 @@ int main(int argc, char** argv) {
   if (json) {
     std::printf("%s\n", results.dump(2).c_str());
   } else {
-    std::printf("%-44s %14s\n", "live mode, two processes of one host", "result");
+    std::printf("%-44s %14s\n", two_hosts ? "live mode, two hosts over UDP" : "live mode, two processes of one host",
+                "result");
     if (results.contains("write_lat_8B_half_rtt_us"))
       std::printf("%-44s %11.3f us\n", "8 B RDMA WRITE ping-pong, half round trip",
                   results["write_lat_8B_half_rtt_us"].get<double>());
