@@ -1,5 +1,6 @@
 // The host segment's attach/detach protocol, liveness and robust device lock, the fabric registry,
 // and interrupt sockets, across real processes (fork). Every wait on a child is bounded.
+#include "child_process.h"
 #include "runtime/host_segment.h"
 
 #include <fcntl.h>
@@ -62,19 +63,8 @@ struct Child {
   }
   // Reaps the child (bounded), returning its exit status or -1.
   int reap() const {
-    for (int i = 0; i < kWaitMs / 10; ++i) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid, &status, WNOHANG);
-      if (r == pid) {
-        reaped = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      ::usleep(10'000);  // polling a child's exit, not synchronising with it
-    }
-    ::kill(pid, SIGKILL);  // a hung child is not left behind
-    ::waitpid(pid, nullptr, 0);
     reaped = true;
-    return -1;
+    return softhca::test::reap_bounded(pid, kWaitMs);
   }
   // A child a failed assertion left running is killed, never orphaned.
   ~Child() {

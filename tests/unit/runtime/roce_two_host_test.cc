@@ -24,6 +24,7 @@
 
 #include <gtest/gtest.h>
 
+#include "child_process.h"
 #include "runtime/shared_runtime.h"
 
 namespace {
@@ -48,32 +49,9 @@ struct Endpoint {
   uint32_t rkey;
 };
 
-bool read_bounded(int fd, void* buf, size_t len) {
-  auto* p = static_cast<uint8_t*>(buf);
-  while (len > 0) {
-    pollfd pf{fd, POLLIN, 0};
-    if (::poll(&pf, 1, kWaitMs) != 1) return false;
-    const ssize_t n = ::read(fd, p, len);
-    if (n <= 0) return false;
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool write_all(int fd, const void* buf, size_t len) { return ::write(fd, buf, len) == static_cast<ssize_t>(len); }
-
-// One completion, polled with a deadline: its status, -1 on timeout, -2 on a poll error.
-int poll_one(ibv_cq* cq) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-  ibv_wc wc{};
-  while (std::chrono::steady_clock::now() < deadline) {
-    const int n = ibv_poll_cq(cq, 1, &wc);
-    if (n < 0) return -2;
-    if (n == 1) return wc.status;
-  }
-  return -1;
-}
+bool read_bounded(int fd, void* buf, size_t len) { return softhca::test::read_bounded(fd, buf, len, kWaitMs); }
+using softhca::test::write_all;
+int poll_one(ibv_cq* cq) { return softhca::test::poll_one(cq, kWaitMs); }
 
 ibv_gid mapped_gid(uint32_t ip) {
   ibv_gid g{};
@@ -337,15 +315,7 @@ pid_t spawn(const std::string& fabric, const std::string& host, uint32_t ip, uin
   return pid;
 }
 
-int reap(pid_t pid) {
-  for (int i = 0; i < kWaitMs / 10; ++i) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    ::usleep(10'000);  // polling a child's exit, not synchronising with it
-  }
-  ::kill(pid, SIGKILL);
-  return -1;
-}
+int reap(pid_t pid) { return softhca::test::reap_bounded(pid, kWaitMs); }
 
 bool file_exists(const std::string& path) {
   struct stat st {};

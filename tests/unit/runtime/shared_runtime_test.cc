@@ -1,6 +1,7 @@
 // The shared runtime across real processes (fork): one device per host whose objects belong to the
 // process that made them, reclaimed when that process leaves or dies; the host segment and the
 // registry entry go with the host's last process. Commands go straight to the device interface.
+#include "child_process.h"
 #include "runtime/shared_runtime.h"
 
 #include <poll.h>
@@ -77,18 +78,8 @@ struct Child {
     (void)!::write(to_child, &b, 1);
   }
   int reap() const {
-    for (int i = 0; i < kWaitMs / 10; ++i) {
-      int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) {
-        reaped = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      ::usleep(10'000);  // polling a child's exit, not synchronising with it
-    }
-    ::kill(pid, SIGKILL);  // a hung child is not left behind
-    ::waitpid(pid, nullptr, 0);
     reaped = true;
-    return -1;
+    return softhca::test::reap_bounded(pid, kWaitMs);
   }
   // A child a failed assertion left running is killed, never orphaned.
   ~Child() {
