@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <new>
 #include <span>
 #include <vector>
 
@@ -47,6 +48,22 @@ class RefusingBridge final : public pcie::HostBridge {
   uint64_t lo_ = 0, hi_ = 0;
 };
 
+// Test memory on its own pages, as a driver's rings and buffers are: how many TLPs a DMA takes
+// depends on where it starts (max payload and read completion boundaries), so two runs that must
+// count the same TLPs need the same alignment, not whatever the heap happens to give.
+template <typename T>
+struct PageAligned {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{4096};
+  PageAligned() = default;
+  template <typename U>
+  PageAligned(const PageAligned<U>&) {}  // NOLINT(google-explicit-constructor): allocator rebind
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  friend bool operator==(const PageAligned&, const PageAligned&) { return true; }
+};
+using PageBytes = std::vector<uint8_t, PageAligned<uint8_t>>;
+
 struct CqeSeen {
   hwif::CqeOpcode opcode;
   uint8_t syndrome;  // 0 unless an error CQE
@@ -63,7 +80,7 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
 
   struct Side {
     uint32_t pdn = 0, key = 0, cqn = 0, qpn = 0;
-    std::vector<uint8_t> sq, rq, cq;
+    PageBytes sq, rq, cq;
     alignas(64) hwif::QpDbRec qp_db{};
     alignas(64) hwif::CqDbRec cq_db{};
     uint16_t sq_pi = 0;
@@ -241,7 +258,7 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
   }
 
   pcie::Counters counters_;
-  std::vector<uint8_t> buf_;
+  PageBytes buf_;
   std::array<Side, 2> sides_;
   std::deque<std::vector<uint8_t>> queue_;
   Picoseconds now_{0};
