@@ -119,6 +119,26 @@ TEST(InternalLoopback, ABurstOfWritesReadsAndAtomicsCompletesInOrderWithTheSameC
   }
 }
 
+TEST(InternalLoopback, APostListOfUnsignaledWritesIsAckedAndCountedAsOnTheWire) {
+  // 32 single-packet WRITEs behind one doorbell, only the last signaled: on the wire 32 requests
+  // and 32 ACKs. Looped back, the requester takes a run of queued ACKs at once (the last one
+  // acknowledges them all); the counters must not show it.
+  constexpr int kList = 32;
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    for (int i = 0; i < kList; ++i)
+      lb.post(dev, 0, WqeOpcode::kRdmaWrite, 8, 8 * i, 30000 + 8 * i, 0, /*signaled=*/i == kList - 1, /*ring=*/false);
+    lb.ring(dev, 0);
+  };
+  const Outcome wire = run(false, work);
+  const Outcome inside = run(true, work);
+  expect_same(wire, inside);
+  EXPECT_EQ(inside.stats.packets_sent, 2u * kList);  // Expect: 32 requests + 32 ACKs
+  EXPECT_EQ(inside.stats.acks_sent, static_cast<uint64_t>(kList));
+  ASSERT_EQ(inside.cqes0.size(), 1u);
+  EXPECT_EQ(inside.cqes0[0].wqe_counter, kList - 1);
+  EXPECT_EQ(std::memcmp(inside.memory.data() + 30000, inside.memory.data(), 8 * kList), 0);
+}
+
 TEST(InternalLoopback, AWriteToAnInvalidRkeyIsNakedAndFailsAsOnTheWire) {
   const auto work = [](Loopback& lb, hca::Device& dev) {
     // Beyond the memory key's end: the responder refuses it with a remote access NAK.

@@ -84,6 +84,7 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     alignas(64) hwif::QpDbRec qp_db{};
     alignas(64) hwif::CqDbRec cq_db{};
     uint16_t sq_pi = 0;
+    const uint8_t* last_wqe = nullptr;
     uint32_t cq_ci = 0;
   };
 
@@ -142,9 +143,10 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
   }
 
   // One WQE on side s: WRITE/READ/SEND of len bytes from buf[local], or an atomic on buf[remote]
-  // with its result to buf[local]; rings the doorbell.
+  // with its result to buf[local]; signaled unless `signaled` is false; rings the doorbell unless
+  // `ring` is false (a post list: ring() later announces every WQE written since).
   void post(hca::Device& dev, int s, hwif::WqeOpcode op, uint32_t len, uint64_t local, uint64_t remote,
-            uint64_t swap_add = 0) {
+            uint64_t swap_add = 0, bool signaled = true, bool ring = true) {
     using namespace hwif;
     Side& d = sides_[s];
     const bool atomic = op == WqeOpcode::kAtomicFa || op == WqeOpcode::kAtomicCs;
@@ -153,7 +155,7 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     uint8_t* w = d.sq.data() + (d.sq_pi & ((1u << kLogSq) - 1)) * kSendWqeBbBytes;
     std::memset(w, 0, kSendWqeBbBytes);
     CtrlSeg c{};
-    c.set(op, d.sq_pi, d.qpn, ds, kCtrlCqUpdate);
+    c.set(op, d.sq_pi, d.qpn, ds, signaled ? kCtrlCqUpdate : uint8_t{0});
     std::memcpy(w, &c, 16);
     size_t off = 16;
     if (rdma) {
@@ -175,7 +177,13 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     dseg.addr = addr(buf_.data()) + local;
     std::memcpy(w + off, &dseg, 16);
     ++d.sq_pi;
-    dev.mmio_write(uar_page_offset(0) + bfreg_offset(1), w, kDoorbellBytes);
+    d.last_wqe = w;
+    if (ring) this->ring(dev, s);
+  }
+
+  // The doorbell of side s for everything posted so far: the first 8 bytes of the last WQE.
+  void ring(hca::Device& dev, int s) {
+    dev.mmio_write(hwif::uar_page_offset(0) + hwif::bfreg_offset(1), sides_[s].last_wqe, hwif::kDoorbellBytes);
   }
 
   // Hands every queued packet (and those they cause) to `dev`. Bounded: a loop of packets fails.
