@@ -7,7 +7,30 @@ namespace softhca::hca {
 
 using namespace hwif;
 
+namespace {
+// Adds the CQE the enclosing function writes, if it writes one (a CQ overrun or in error takes
+// none), to its QP's counters: the device's count before and after, so the lookup costs nothing.
+class QpCqeCount {
+ public:
+  QpCqeCount(const DeviceStats& s, QpCounters& c, bool error) : s_(s), c_(c), before_(s.cqes_written), error_(error) {}
+  ~QpCqeCount() {
+    const uint64_t n = s_.cqes_written - before_;
+    c_.cqes += n;
+    if (error_) c_.error_cqes += n;
+  }
+  QpCqeCount(const QpCqeCount&) = delete;
+  QpCqeCount& operator=(const QpCqeCount&) = delete;
+
+ private:
+  const DeviceStats& s_;
+  QpCounters& c_;
+  uint64_t before_;
+  bool error_;
+};
+}  // namespace
+
 void Completer::send_done(QueuePair& qp, const SendWqe& wqe) {
+  const QpCqeCount counted(dev_.stats_, qp.counters, false);
   Cqe64 c{};
   c.sop_drop_qpn = (static_cast<uint32_t>(wqe.opcode) << 24) | qp.qpn;
   c.wqe_counter = wqe.wqe_index;
@@ -17,6 +40,7 @@ void Completer::send_done(QueuePair& qp, const SendWqe& wqe) {
 }
 
 void Completer::send_flush(QueuePair& qp, uint16_t wqe_index, WqeOpcode opcode) {
+  const QpCqeCount counted(dev_.stats_, qp.counters, true);
   ErrCqe64 e{};
   e.syndrome = static_cast<uint8_t>(CqeSyndrome::kWrFlushErr);
   e.s_wqe_opcode_qpn = (static_cast<uint32_t>(opcode) << 24) | qp.qpn;
@@ -26,6 +50,7 @@ void Completer::send_flush(QueuePair& qp, uint16_t wqe_index, WqeOpcode opcode) 
 }
 
 void Completer::send_error(QueuePair& qp, const SendWqe& wqe, CqeSyndrome syndrome) {
+  const QpCqeCount counted(dev_.stats_, qp.counters, true);
   ErrCqe64 e{};
   e.syndrome = static_cast<uint8_t>(syndrome);
   e.s_wqe_opcode_qpn = (static_cast<uint32_t>(wqe.opcode) << 24) | qp.qpn;
@@ -35,6 +60,7 @@ void Completer::send_error(QueuePair& qp, const SendWqe& wqe, CqeSyndrome syndro
 }
 
 void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
+  const QpCqeCount counted(dev_.stats_, qp.counters, false);
   Cqe64 c{};
   c.sop_drop_qpn = qp.qpn;
   c.wqe_counter = info.wqe_counter;
@@ -49,6 +75,7 @@ void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
 }
 
 void Completer::recv_error(QueuePair& qp, uint16_t wqe_counter, CqeSyndrome syndrome) {
+  const QpCqeCount counted(dev_.stats_, qp.counters, true);
   ErrCqe64 e{};
   e.syndrome = static_cast<uint8_t>(syndrome);
   e.s_wqe_opcode_qpn = qp.qpn;

@@ -149,14 +149,17 @@ void Device::on_bfreg_write(uint32_t, uint64_t, const uint8_t* data, size_t len)
   const uint32_t qpn = ctrl_head[1].get() >> 8;
   QueuePair* qp = qps_.find(qpn);
   if (qp == nullptr) return;
+  const QpScope scope(*this, *qp);
   SendPipeline pipeline(*this, *qp);
   if (len != kDoorbellBytes && (len % kWriteCombineBytes != 0 || len > kBfBufBytes)) return;  // torn write
   if (len == kDoorbellBytes) {
     // The doorbell carries the first 8 bytes of the last WQE's control segment.
     const auto index = static_cast<uint16_t>(ctrl_head[0].get() >> 8);
     const uint32_t ds = ctrl_head[1].get() & 0x3f;
+    ++qp->counters.doorbells;
     pipeline.on_doorbell(static_cast<uint16_t>(index + wqe_bbs(ds)));
   } else {
+    ++qp->counters.blueflame_writes;
     pipeline.on_blueflame(std::span<const uint8_t>(data, len));
   }
 }
@@ -209,6 +212,7 @@ void Device::on_timer(Picoseconds now) {
     if (qp.req.deadline.count() < 0 || qp.req.deadline > now) return;
     const bool rnr = qp.req.rnr_wait;
     cancel_timer(qp);
+    const QpScope scope(*this, qp);
     Requester(*this, qp).on_timer(rnr);
   });
   // Ask again for the deadlines still ahead (timers re-armed above included).
@@ -223,6 +227,16 @@ void Device::on_timer(Picoseconds now) {
 
 // ---- packets ----------------------------------------------------------------------------------
 
+namespace {
+// A sent packet in the counters of the QP whose work sent it (none: a command's, uncounted per QP).
+inline void count_qp_sent(QueuePair* qp, const fabric::PacketFields& f, size_t wire_bytes) {
+  if (qp == nullptr) return;
+  ++qp->counters.packets_sent;
+  qp->counters.bytes_sent += wire_bytes;
+  if (f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++qp->counters.naks_sent;
+}
+}  // namespace
+
 void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place) {
   if (loops_back(f)) {
     // What serialize() would have written, without writing it: same counters, same refusals.
@@ -230,6 +244,7 @@ void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> pa
     if (n == 0) return;
     ++stats_.packets_sent;
     stats_.bytes_sent += n;
+    count_qp_sent(tx_qp_, f, n);
     LoopedPacket& p = loop_tail();
     p.fields = f;
     p.wire_bytes = static_cast<uint32_t>(n);
@@ -246,6 +261,7 @@ void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> pa
   if (n == 0) return;
   ++stats_.packets_sent;
   stats_.bytes_sent += n;
+  count_qp_sent(tx_qp_, f, n);
   port_.transmit(std::span<const uint8_t>(tx_buf_.data(), n));
 }
 
@@ -340,14 +356,19 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
   if (!addressed_here(f)) return stats_.drop(DropReason::kWrongLid);  // Ethernet: not our GID
   QueuePair* qp = qps_.find(f.dest_qp.value());
   if (qp == nullptr) return stats_.drop(DropReason::kUnknownQp);
+  QpCounters& c = qp->counters;
   const QpState s = qp->state();
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr)
-    return stats_.drop(DropReason::kUnknownQp);
+    return ++c.packets_dropped, stats_.drop(DropReason::kUnknownQp);
   if (!matches_transport(f.opcode, qp->type))
-    return stats_.drop(DropReason::kWrongTransport);
+    return ++c.packets_dropped, stats_.drop(DropReason::kWrongTransport);
   if ((f.pkey & 0x7fff) != (config_.port.pkeys[qp->attr.pkey_index] & 0x7fff))
-    return stats_.drop(DropReason::kBadPkey);
+    return ++c.packets_dropped, stats_.drop(DropReason::kBadPkey);
+  ++c.packets_received;
+  c.bytes_received += wire_size(f, payload.size());
+  const QpScope scope(*this, *qp);  // its ACKs, responses and the sends an ACK lets out count for it
   if (is_response(f.opcode)) {
+    if (f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++c.naks_received;
     Requester(*this, *qp).on_response(f, payload);
   } else {
     Responder(*this, *qp).on_request(f, payload);

@@ -214,6 +214,17 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
     return heap_.at<SendRecord>(qp.records)[bb & (qp.sq_bbs() - 1)];
   }
 
+  // The QP whose work an entry point is doing (its doorbell, a packet or timer for it): transmit()
+  // counts what it sends in that QP's QpCounters. Set for a scope, the outer value restored after.
+  struct QpScope {
+    QpScope(Device& d, QueuePair& qp) : slot(d.tx_qp_), outer(d.tx_qp_) { slot = &qp; }
+    ~QpScope() { slot = outer; }
+    QpScope(const QpScope&) = delete;
+    QpScope& operator=(const QpScope&) = delete;
+    QueuePair*& slot;
+    QueuePair* outer;
+  };
+
   // Delegated to by both public constructors; `owned` is empty for a caller's region.
   Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion region, RegionInit init,
          pcie::TlpSink& tlp_sink, PacketPort& port, EngineClock& clock, pcie::HostBridge* bridge);
@@ -249,6 +260,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   bool now_valid_ = false;
   Picoseconds now_{0};
   bool draining_ = false;
+  QueuePair* tx_qp_ = nullptr;  // see QpScope; per process, valid for one entry point
   std::vector<std::unique_ptr<LoopedPacket>> loop_ring_;
   size_t loop_head_ = 0;
   size_t loop_count_ = 0;

@@ -295,7 +295,10 @@ int Device::cmd_modify_qp(const ModifyQpIn& in, NoOut&) {
   }
   qp->attr.state = to;
   // WQEs may have been posted in RTR or SQD; they start now (IBA 10.3.1).
-  if (to == QpState::kRts) SendPipeline(*this, *qp).run();
+  if (to == QpState::kRts) {
+    const QpScope scope(*this, *qp);  // what it sends counts for the QP
+    SendPipeline(*this, *qp).run();
+  }
   return 0;
 }
 

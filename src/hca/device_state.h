@@ -28,7 +28,7 @@ inline constexpr uint64_t kMinHeapBytes = uint64_t{1} << 20;
 
 struct DeviceState {
   static constexpr uint64_t kMagic = 0x31'41'43'48'54'46'4f'53ull;  // "SOFTHCA1", little-endian
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;  // 2: per-QP counters at the end of QueuePair
 
   uint64_t magic = 0;
   uint32_t version = 0;

@@ -3,6 +3,7 @@
 // the data path under the device lock. They live in the device region (several processes map it
 // at different addresses): plain bytes, no pointers, variable-size arrays as region offsets.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <type_traits>
 
@@ -80,6 +81,11 @@ struct RequesterState {
   uint32_t rnr_retries_left = 0;
   Picoseconds deadline{-1};   // retransmit or RNR timer, -1 = none
   bool rnr_wait = false;      // deadline is an RNR wait
+  // The first missing READ/atomic response PSN an implied NAK last went back to: ACKs queued behind
+  // the first one that say the same thing do not send the window again (the timer covers a loss
+  // of what was sent again). ResponderState::kNoPsn: none.
+  uint32_t implied_nak_psn = 0xffffffff;
+  uint32_t nak_psn = 0xffffffff;  // the PSN of the last sequence-error NAK gone back to
 };
 
 struct ResponderState {
@@ -93,9 +99,38 @@ struct ResponderState {
   uint64_t write_remaining = 0;
   uint64_t write_length = 0;     // the whole WRITE's DMA length, from the first packet's RETH
   bool uc_drop_message = false;  // UC: drop until the next first/only packet
-  // Last atomic executed, to answer a duplicate request without executing it again.
-  uint32_t last_atomic_psn = 0xffffffff;
-  uint64_t last_atomic_orig = 0;
+  // The atomics executed last, to answer a repeated request without executing it again (IBA
+  // 9.7: a duplicate atomic is answered from the saved result, never executed again). The
+  // requester keeps at most max_rd_atomic <= our max_dest_rd_atomic READs and atomics in flight
+  // (its max_rd_atomic), so a request it repeats is among our last max_dest_rd_atomic atomics: the ring uses
+  // that many slots (the caps allow up to kAtomicReplaySlots, DeviceCaps::max_qp_rd_atom).
+  static constexpr uint32_t kAtomicReplaySlots = 16;
+  static constexpr uint32_t kNoPsn = 0xffffffff;  // outside the 24-bit PSN space: an empty slot
+  struct AtomicReplay {
+    uint32_t psn = kNoPsn;
+    uint64_t orig = 0;  // the value the atomic returned, host order
+  };
+  std::array<AtomicReplay, kAtomicReplaySlots> atomic_replay{};
+  uint32_t atomic_replay_next = 0;  // the slot the next executed atomic takes (mod the slots used)
+};
+
+// What one QP did, for observers (softhca stats, docs/observability.md). Counted by the device at
+// its entry and exit points, under the device lock; read without it by observers (plain aligned
+// integers: a reader may see a count a moment old, never a torn pointer). Units: packets, bytes
+// on the wire, CQEs.
+struct QpCounters {
+  uint64_t packets_sent = 0;      // by this QP: requests, retransmissions, ACKs, READ responses
+  uint64_t bytes_sent = 0;        // [bytes] on the wire
+  uint64_t packets_received = 0;  // addressed to this QP and taken (QP state, transport, P_Key passed)
+  uint64_t bytes_received = 0;    // [bytes] on the wire
+  uint64_t packets_dropped = 0;   // addressed to this QP but refused (state, transport, P_Key)
+  uint64_t retransmitted = 0;     // packets the requester sent again
+  uint64_t naks_sent = 0;         // NAKs and RNR NAKs the responder sent
+  uint64_t naks_received = 0;     // NAKs and RNR NAKs the requester received
+  uint64_t doorbells = 0;         // doorbell rings (one 8-byte MWr each, cause doorbell)
+  uint64_t blueflame_writes = 0;  // WQEs written through the BAR (cause blueflame)
+  uint64_t cqes = 0;              // CQEs written for its send and receive queues (one MWr each, cause cqe_write)
+  uint64_t error_cqes = 0;        // of which completions with an error (flushes included)
 };
 
 struct QueuePair {
@@ -120,6 +155,7 @@ struct QueuePair {
   uint64_t records = 0;    // sq_bbs() SendRecords, by first basic block of each WQE
   RequesterState req{};
   ResponderState resp{};
+  QpCounters counters{};  // zeroed when the QP is created
 
   [[nodiscard]] uint32_t sq_bbs() const { return 1u << log_sq_bbs; }
   [[nodiscard]] uint64_t sq_shadow_bytes() const { return uint64_t{sq_bbs()} * hwif::kSendWqeBbBytes; }

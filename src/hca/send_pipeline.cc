@@ -1,5 +1,6 @@
 #include "hca/send_pipeline.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "hca/completer.h"
@@ -136,7 +137,10 @@ void SendPipeline::fail(const SendRecord& rec) {
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + earlier.wqe.bbs);
   }
   done.send_error(qp_, rec.wqe, syndrome_);
-  qp_.req.exec = qp_.req.complete = static_cast<uint16_t>(qp_.req.exec + rec.wqe.bbs);
+  // A WQE claiming more basic blocks than were posted (a hostile ds) ends where the posted ones
+  // end: stepping past the producer would send flush() around the whole 16-bit index space.
+  const auto posted = static_cast<uint16_t>(qp_.req.fetch - qp_.req.exec);
+  qp_.req.exec = qp_.req.complete = static_cast<uint16_t>(qp_.req.exec + std::min<uint32_t>(rec.wqe.bbs, posted));
   dev_.enter_error(qp_);
 }
 
@@ -149,7 +153,9 @@ void SendPipeline::flush() {
     SendWqe w;
     const uint16_t index = qp_.req.complete;
     const WqeParse parsed = parse_send_wqe(ring, index, qp_.type == QpType::kUd, w);
-    const uint32_t bbs = parsed == WqeParse::kBadSize ? 1 : w.bbs;
+    // Never past the producer, whatever ds a WQE claims (see fail()).
+    const auto posted = static_cast<uint16_t>(qp_.req.fetch - index);
+    const uint32_t bbs = std::min<uint32_t>(parsed == WqeParse::kBadSize ? 1 : w.bbs, posted);
     done.send_flush(qp_, index, w.opcode);
     qp_.req.complete = static_cast<uint16_t>(index + bbs);
   }

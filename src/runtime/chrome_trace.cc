@@ -77,6 +77,35 @@ nlohmann::json packet_event(const TraceEvent& e) {
           {"args", args}};
 }
 
+std::string_view cpu_event_name(CpuEventKind k) {
+  switch (k) {
+    case CpuEventKind::kPostSend: return "post_send";
+    case CpuEventKind::kPollHit: return "poll_cq hit";
+    case CpuEventKind::kDoorbell: return "ring doorbell";
+    case CpuEventKind::kBlueFlame: return "BlueFlame write";
+  }
+  return "cpu";
+}
+
+nlohmann::json cpu_event(const TraceEvent& e) {
+  const CpuEventInfo& c = e.cpu;
+  nlohmann::json args = nlohmann::json::object();
+  switch (c.what) {
+    case CpuEventKind::kPostSend: args = {{"qpn", hex(c.object)}, {"work_requests", c.count}}; break;
+    case CpuEventKind::kPollHit: args = {{"cqn", hex(c.object)}, {"completions", c.count}}; break;
+    case CpuEventKind::kDoorbell:
+    case CpuEventKind::kBlueFlame: args = {{"device", c.object}, {"seq", e.seq}}; break;
+  }
+  return {{"name", cpu_event_name(c.what)},
+          {"cat", "cpu"},
+          {"ph", "i"},
+          {"s", "t"},
+          {"ts", micros(e.time)},
+          {"pid", kCpuThreadsPid},
+          {"tid", c.tid},
+          {"args", args}};
+}
+
 nlohmann::json metadata(const char* what, int pid, uint32_t tid, const nlohmann::json& args) {
   return {{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", args}};
 }
@@ -116,7 +145,21 @@ std::string chrome_trace_json(std::span<const TraceEvent> events, const ChromeTr
       list.push_back(metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
     }
   }
-  for (const TraceEvent& e : events) list.push_back(e.kind == TraceEventKind::kTlp ? tlp_event(e) : packet_event(e));
+  std::set<uint32_t> threads;
+  for (const TraceEvent& e : events)
+    if (e.kind == TraceEventKind::kCpu) threads.insert(e.cpu.tid);
+  if (!threads.empty()) {
+    list.push_back(metadata("process_name", kCpuThreadsPid, 0, {{"name", "CPU threads"}}));
+    list.push_back(metadata("process_sort_index", kCpuThreadsPid, 0, {{"sort_index", 0}}));
+    for (uint32_t tid : threads) list.push_back(metadata("thread_name", kCpuThreadsPid, tid, {{"name", "thread " + std::to_string(tid)}}));
+  }
+  for (const TraceEvent& e : events) {
+    switch (e.kind) {
+      case TraceEventKind::kTlp: list.push_back(tlp_event(e)); break;
+      case TraceEventKind::kPacket: list.push_back(packet_event(e)); break;
+      case TraceEventKind::kCpu: list.push_back(cpu_event(e)); break;
+    }
+  }
 
   const nlohmann::json doc = {{"traceEvents", list},
                               {"displayTimeUnit", "ns"},

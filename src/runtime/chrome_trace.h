@@ -5,6 +5,9 @@
 //   2 "PCIe upstream"    TLPs towards host memory: MRd, payload/CQE/EQE MWr, interrupts
 //   3 "HCA"              packets the device received and processed
 //   4 "wire"             packets the device transmitted
+// and, when the trace has CPU events (live mode, SOFTHCA_TRACE), one more process, "CPU threads"
+// (pid kCpuThreadsPid), with a track per thread that called into the library, its tid the Linux
+// thread id, named "thread <tid>": post_send, poll_cq hit, ring doorbell, BlueFlame write.
 // Every event is an instant event ("ph":"i") named after what it is ("doorbell MWr",
 // "wqe_read CplD", or the packet's opcode), with its cause, sizes, PSN, QPN... in args. "ts" is in
 // microseconds (fractional, picosecond resolution) since the start of the trace.
@@ -19,7 +22,10 @@
 namespace softhca::runtime {
 
 enum class TraceTrack : uint32_t { kPcieDownstream = 1, kPcieUpstream = 2, kHca = 3, kWire = 4 };
+// The track of a TLP or packet event (CPU events are on their thread's track).
 TraceTrack track_of(const TraceEvent& e);
+// The process id of the CPU threads' tracks: far above the devices' (device i is i + 1).
+inline constexpr int kCpuThreadsPid = 1'000'000;
 std::string_view to_string(TraceTrack t);
 
 struct ChromeTraceInfo {

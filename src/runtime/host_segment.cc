@@ -314,6 +314,38 @@ void HostSegment::format(const SegmentOptions& options, size_t file_bytes) {
   h.magic.store(kMagic, std::memory_order_release);
 }
 
+std::unique_ptr<HostSegment> HostSegment::open_read_only(const std::string& path, std::string& error) {
+  std::unique_ptr<HostSegment> seg(new HostSegment());
+  seg->path_ = path;
+  seg->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (seg->fd_ < 0 || ::fstat(seg->fd_, &st) != 0) {
+    error = "cannot open " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  const auto file_size = static_cast<size_t>(st.st_size);
+  if (file_size < sizeof(Header)) {
+    error = path + " is not a host segment";
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, file_size, PROT_READ, MAP_SHARED, seg->fd_, 0);
+  if (p == MAP_FAILED) {
+    error = "cannot map " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  seg->base_ = static_cast<uint8_t*>(p);
+  seg->map_bytes_ = file_size;
+  seg->header_ = reinterpret_cast<Header*>(seg->base_);
+  const Header& h = *seg->header_;
+  if (h.magic.load(std::memory_order_acquire) != kMagic || h.version != kVersion || h.num_slots != kMaxSlots ||
+      h.file_bytes > file_size || h.device_offset > h.file_bytes || h.device_bytes > h.file_bytes - h.device_offset ||
+      h.slots_offset + sizeof(ProcessSlot) * (kMaxSlots + 1) > h.file_bytes) {
+    error = path + " is not a host segment of this softhca build (or is being made)";
+    return nullptr;
+  }
+  return seg;
+}
+
 // ---- detach -----------------------------------------------------------------------------------
 
 HostSegment::~HostSegment() {

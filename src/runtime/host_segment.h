@@ -68,6 +68,11 @@ class HostSegment {
   // Attaches this process (open or create, flock, format when new or when every slot is dead,
   // claim a free slot). Null with errno and `error` set on failure.
   static std::unique_ptr<HostSegment> attach(const SegmentOptions& options, std::string& error);
+  // Maps an existing segment read-only, for observers (softhca stats --live): takes no slot, no
+  // lock, never formats, sweeps or unlinks; the process is not one of the host's. Only the const
+  // accessors may be used; what they read may change meanwhile. Null with `error` set when the
+  // file does not exist or is not a formatted segment of this build.
+  static std::unique_ptr<HostSegment> open_read_only(const std::string& path, std::string& error);
   // Detaches if attach() succeeded and detach() was not called (same process only).
   ~HostSegment();
   HostSegment(const HostSegment&) = delete;

@@ -106,4 +106,14 @@ bool link_options_from_env(LinkOptions& out, std::string& error) {
   return true;
 }
 
+bool fault_spec_from_env(fabric::FaultSpec& out, std::string& error) {
+  out = fabric::FaultSpec{};
+  const char* v = std::getenv("SOFTHCA_FAULTS");
+  if (v == nullptr || *v == '\0') return true;
+  std::string why;
+  if (fabric::parse_fault_spec(v, out, why)) return true;
+  error = std::string("SOFTHCA_FAULTS=") + v + ": " + why;
+  return false;
+}
+
 }  // namespace softhca::runtime

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fabric/fault_spec.h"
 #include "hwif/caps.h"
 
 namespace softhca::runtime {
@@ -22,6 +23,11 @@ struct LinkOptions {
 // unset -> default_host_ipv4(). SOFTHCA_ROCE_PORT: 1..65535. False with error naming the variable
 // and its value on anything else.
 bool link_options_from_env(LinkOptions& out, std::string& error);
+
+// SOFTHCA_FAULTS (docs/environment.md, docs/reliability.md): what the host's links do to packets,
+// as fabric::parse_fault_spec() reads it; unset or empty: nothing. False with error naming the
+// variable and its value when it does not parse.
+bool fault_spec_from_env(fabric::FaultSpec& out, std::string& error);
 
 // The first IPv4 address of an interface that is UP and not loopback in this network namespace
 // (getifaddrs order), else 127.0.0.1.

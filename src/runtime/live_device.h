@@ -52,6 +52,8 @@ class LiveDevice final : public DeviceSlot,
   void run_timers_locked(Picoseconds now) { device_.on_timer(now); }
   // A copy of the device's packet counters, taken under the device lock.
   hca::DeviceStats stats();
+  // Where the device keeps its state (its QPs and their counters); read it under the device lock.
+  [[nodiscard]] hca::DeviceRegion region() const { return device_.region(); }
 
  private:
   void on_tlp(const pcie::Tlp& tlp) override;

@@ -13,6 +13,7 @@
 
 #include "runtime/agent.h"
 #include "runtime/chrome_trace.h"
+#include "runtime/link_config.h"
 #include "runtime/live_device.h"
 #include "runtime/pcap_tap.h"
 #include "runtime/shared_runtime.h"
@@ -47,14 +48,21 @@ hca::DeviceConfig config_from_env(uint32_t index) {
 class LiveRuntime final : public Runtime {
  public:
   // Devices take their identity from the environment (config_from_env) in both cases; the
-  // options say how many, which PCIe model, which clock and which taps.
-  explicit LiveRuntime(const RuntimeOptions& options) {
+  // options say how many, which PCIe model, which clock and which taps; `faults`, what the links
+  // between them do (docs/reliability.md).
+  explicit LiveRuntime(const RuntimeOptions& options, const fabric::FaultSpec& faults = {}) {
     if (options.clock == nullptr) agent_.emplace([this](Picoseconds now) { run_timers(now); });
     hca::EngineClock& clock = options.clock != nullptr ? *options.clock : static_cast<hca::EngineClock&>(*agent_);
+    if (faults.any()) {
+      // Held packets are delivered by the drain that follows the timers run at their due time.
+      hca::EngineClock* c = &clock;  // the agent or the caller's clock: both outlive the carrier's use
+      carrier_.set_faults(faults, {[c] { return c->now(); }, [c](Picoseconds t) { c->request_wakeup(t); }});
+    }
     const DeviceEnv env{lock_, carrier_, clock, options.tlp_tap, options.packet_tap, &seq_};
     for (uint32_t i = 0; i < options.num_devices; ++i) {
       hca::DeviceConfig config = config_from_env(i);
       if (options.pcie) config.pcie = *options.pcie;
+      lids_.push_back(config.port.lid);
       devices_.push_back(std::make_unique<LiveDevice>(config, i, env));
       slots_.push_back(devices_.back().get());
     }
@@ -71,13 +79,32 @@ class LiveRuntime final : public Runtime {
 
   std::span<DeviceSlot* const> devices() override { return slots_; }
 
+  // "faults": what the link into the device at `lid` did, when faults are on.
+  void add_fault_stats(nlohmann::json& device, uint16_t lid) {
+    fabric::FaultCounters c;
+    {
+      std::lock_guard<std::mutex> g(lock_);
+      c = carrier_.fault_counters(lid);
+    }
+    if (c.offered == 0) return;
+    nlohmann::json& j = device["faults"];
+    for_each_counter(c, [&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  }
+
   void dump_stats(const std::string& path) override {
     nlohmann::json all = nlohmann::json::array();
     for (auto& d : devices_) {
       const hca::DeviceStats s = d->stats();
+      nlohmann::json qps;
+      {
+        std::lock_guard<std::mutex> g(lock_);
+        qps = qp_stats_json(d->region());
+      }
       all.push_back({{"device", d->name()},
                      {"pcie", nlohmann::json::parse(d->counters().snapshot().to_json())},
-                     {"packets", packet_stats_json(s)}});
+                     {"packets", packet_stats_json(s)},
+                     {"qps", std::move(qps)}});
+      add_fault_stats(all.back(), lids_[all.size() - 1]);
     }
     std::ofstream(path) << nlohmann::json{{"devices", all}}.dump(2) << "\n";
   }
@@ -91,6 +118,7 @@ class LiveRuntime final : public Runtime {
   std::optional<Agent> agent_;
   std::vector<std::unique_ptr<LiveDevice>> devices_;
   std::vector<DeviceSlot*> slots_;
+  std::vector<uint16_t> lids_;  // of devices_, for the fault counters of the links into them
 };
 
 // SOFTHCA_NUM_DEVICES set (even to 1): the private in-process runtime; unset: the host's shared one.
@@ -179,7 +207,8 @@ EnvObservers* observers_from_env() {
   if (want_trace) {
     uint64_t max_events = env_number("SOFTHCA_TRACE_MAX_EVENTS", TraceRecorder::kDefaultMaxEvents);
     if (max_events == 0) max_events = TraceRecorder::kDefaultMaxEvents;
-    obs->trace = std::make_unique<TraceRecorder>(obs->clock, static_cast<size_t>(max_events));
+    obs->trace = std::make_unique<TraceRecorder>(obs->clock, static_cast<size_t>(max_events), /*cpu_events=*/true);
+    set_process_cpu_tap(obs->trace.get());  // the verbs layer adds post_send and poll_cq hits
     obs->trace_path = trace_path;
     obs->fanout.add(static_cast<TlpTap*>(obs->trace.get()));
     obs->fanout.add(static_cast<PacketTap*>(obs->trace.get()));
@@ -237,6 +266,19 @@ Runtime* shared_from_env(const RuntimeOptions& options) {
   return g_shared;
 }
 
+// The private runtime of SOFTHCA_NUM_DEVICES, with the faults of SOFTHCA_FAULTS on its carrier. A
+// bad SOFTHCA_FAULTS leaves the process without devices, said on stderr: a test that asked for
+// faults must not run without them.
+Runtime* private_from_env(const RuntimeOptions& options) {
+  fabric::FaultSpec faults;
+  std::string error;
+  if (!fault_spec_from_env(faults, error)) {
+    std::fprintf(stderr, "softhca: %s; no device\n", error.c_str());
+    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr});
+  }
+  return new LiveRuntime(options, faults);
+}
+
 }  // namespace
 
 Runtime& Runtime::process() {
@@ -257,7 +299,7 @@ Runtime& Runtime::process() {
       if (g_observers->fanout.has_packet_taps()) options.packet_tap = &g_observers->fanout;
       std::atexit(finish_observers);
     }
-    Runtime* rt = private_mode_from_env() ? new LiveRuntime(options) : shared_from_env(options);
+    Runtime* rt = private_mode_from_env() ? private_from_env(options) : shared_from_env(options);
     const uint8_t bf = blueflame_from_env();
     for (DeviceSlot* d : rt->devices()) d->set_blueflame_mode(bf);
     if (std::getenv("SOFTHCA_STATS") != nullptr) {

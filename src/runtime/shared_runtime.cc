@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fabric/fault_injector.h"
 #include "fabric/inproc_carrier.h"
 #include "fabric/udp_carrier.h"
 #include "runtime/fabric_registry.h"
@@ -123,6 +124,10 @@ class SharedRuntime::Impl final : public DeviceSlot,
   uint32_t sweep_locked();
   [[nodiscard]] bool any_dead_slot() const;
   void send_off_host(uint16_t dlid, std::span<const uint8_t> packet);
+  // Where a packet that left the port goes: looped back to this host, or to another host.
+  void route(std::span<const uint8_t> packet);
+  // Faults on: held packets that are due go on their way; a wake-up is asked for the next one.
+  void release_faults();
   void agent_loop();
   void receive_loop();
   void stop_threads();
@@ -168,6 +173,9 @@ class SharedRuntime::Impl final : public DeviceSlot,
   size_t roce_loop_count_ = 0;
   std::vector<uint8_t> roce_current_;
   std::unordered_map<uint16_t, fabric::Ipv4Endpoint> routes_;  // LID -> carrier; cleared by sweeps
+  // The faulty link every packet of this process's port crosses (SOFTHCA_FAULTS); null when off.
+  // Under the device lock. Per process: what one process holds back dies with it (lost packets).
+  std::unique_ptr<fabric::FaultInjector> faults_;
   bool detached_ = false;
   std::unique_ptr<hca::Device> device_;
   std::unique_ptr<pcie::HostPort> host_port_;
@@ -193,6 +201,13 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   } else if (!link_options_from_env(link_, error)) {
     return false;
   }
+  fabric::FaultSpec faults;
+  if (options_.faults) {
+    faults = *options_.faults;
+  } else if (!fault_spec_from_env(faults, error)) {
+    return false;
+  }
+
   auto config_for = [this](uint16_t lid) {
     hca::DeviceConfig c = options_.config_for_lid ? options_.config_for_lid(lid)
                                                   : hca::default_device_config(lid > 0 ? lid - 1u : 0u);
@@ -220,6 +235,13 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   if (segment_ == nullptr) return false;
   segment_path_ = segment_->path();
   config_ = config_for(segment_->lid());
+  if (faults.any()) {
+    // Each process of the host its own random streams, named by host and slot, so a run of the
+    // same processes started in the same order sees the same faults.
+    faults_ = std::make_unique<fabric::FaultInjector>(
+        faults, ethernet() ? fabric::WireFormat::kRoceIpv4 : fabric::WireFormat::kNativeIb,
+        "port/" + options_.names.host + "/slot" + std::to_string(segment_->my_slot()));
+  }
   if (options_.udp && !ethernet() && !segment_->formatted()) open_udp(false);
 
   const uint32_t me = segment_->my_slot();
@@ -276,12 +298,20 @@ bool SharedRuntime::Impl::make_device(std::string& error) {
     return false;
   }
   // Same-host packets loop back inside the device, never serialised, unless a capture wants
-  // their bytes: then they take the wire (transmit() below) and the loopback carrier.
-  device_->set_internal_loopback(options_.packet_tap == nullptr);
+  // their bytes or faults are on: then they take the wire (transmit() below), the faulty link and
+  // the loopback carrier.
+  device_->set_internal_loopback(options_.packet_tap == nullptr && faults_ == nullptr);
   sweep_locked();  // dead processes' objects go before we start (and after an EOWNERDEAD)
   segment_->unlock_device();
   return true;
 }
+
+// Receive buffer of a host's UDP socket. The kernel default (net.core.rmem_default, 208 KiB) holds
+// ~50 packets of a 4 KiB MTU: a burst of 16 64-KiB WRITEs (256 packets) overflowed it, every lost
+// packet cost a go-back-N resend of the window, and 64 KiB writes between two hosts ran at 0.01 GB/s.
+// The kernel caps the request at net.core.rmem_max (4 MiB on our machines); what it grants is
+// enough either way: the carrier works with the default too, only slower.
+constexpr int kUdpRcvbufBytes = 8 << 20;
 
 // The UDP carrier to other hosts: the host's first process binds an ephemeral port on 127.0.0.1
 // and publishes it in the registry; later processes bind the same port (SO_REUSEPORT: whichever
@@ -290,11 +320,12 @@ bool SharedRuntime::Impl::open_udp(bool formatting) {
   fabric::UdpCarrierOptions o;
   o.mode = fabric::CarrierMode::kNativeIb;
   o.reuse_port = true;
+  o.rcvbuf_bytes = kUdpRcvbufBytes;
   if (!formatting) {
     if (auto h = registry_.find_by_name(options_.names.host); h && h->udp_port != 0) o.bind.port = h->udp_port;
   }
   auto udp = std::make_unique<fabric::UdpCarrier>();
-  if (!udp->open(o).is_ok() && (o.bind.port == 0 || !udp->open(fabric::UdpCarrierOptions{o.mode, {fabric::kIpv4Loopback, 0}, true, 0}).is_ok())) {
+  if (!udp->open(o).is_ok() && (o.bind.port == 0 || !udp->open(fabric::UdpCarrierOptions{o.mode, {fabric::kIpv4Loopback, 0}, true, kUdpRcvbufBytes}).is_ok())) {
     std::fprintf(stderr, "softhca: host %s: no UDP carrier; packets to other hosts are dropped\n",
                  options_.names.host.c_str());
     return false;
@@ -313,6 +344,7 @@ int SharedRuntime::Impl::open_roce_carrier() {
   o.mode = fabric::CarrierMode::kRoceV2;
   o.bind = fabric::Ipv4Endpoint{link_.ipv4, link_.roce_port};
   o.reuse_port = true;
+  o.rcvbuf_bytes = kUdpRcvbufBytes;
   auto udp = std::make_unique<fabric::UdpCarrier>();
   if (const Status st = udp->open(o); !st.is_ok()) return st.err();
   udp_ = std::move(udp);
@@ -435,6 +467,21 @@ void SharedRuntime::Impl::transmit(std::span<const uint8_t> packet) {
   if (options_.packet_tap != nullptr) {
     options_.packet_tap->on_packet(seq_.fetch_add(1, std::memory_order_relaxed), 0, PacketDirection::kSent, packet);
   }
+  if (faults_ == nullptr) return route(packet);
+  faults_->send(packet, now(), [this](std::span<const uint8_t> p) { route(p); });
+  if (const Picoseconds due = faults_->next_due(); due != Picoseconds::max()) request_wakeup(due);
+}
+
+// Under the device lock. The agent's wake-up is asked for again every time: it keeps one pending
+// wake-up and forgets it once it fires for an earlier deadline.
+void SharedRuntime::Impl::release_faults() {
+  if (faults_ == nullptr || faults_->held() == 0) return;
+  faults_->release(now(), [this](std::span<const uint8_t> p) { route(p); });
+  if (const Picoseconds due = faults_->next_due(); due != Picoseconds::max()) request_wakeup(due);
+}
+
+// Under the device lock.
+void SharedRuntime::Impl::route(std::span<const uint8_t> packet) {
   if (ethernet()) {
     const uint32_t dst = ipv4_destination(packet);
     if (dst == link_.ipv4) {
@@ -472,6 +519,7 @@ void SharedRuntime::Impl::queue_roce_loopback(std::span<const uint8_t> packet) {
 // Under the device lock. A delivery may send more (ACKs, READ responses): they join the queues and
 // this loop delivers them too. The packet is copied out first, as the queue may grow meanwhile.
 void SharedRuntime::Impl::drain_wire() {
+  release_faults();
   do {
     loopback_.drain();
     while (roce_loop_count_ > 0) {
@@ -591,9 +639,11 @@ void SharedRuntime::Impl::agent_loop() {
 
 void SharedRuntime::Impl::dump_stats(const std::string& path) {
   hca::DeviceStats s;
+  nlohmann::json qps;
   {
     Entry e(*this);
     s = device_->stats();
+    qps = qp_stats_json(device_->region());
   }
   // PCIe counters are this process's; packet counters are the host device's (all its processes).
   nlohmann::json dev = {{"device", name_},
@@ -602,10 +652,20 @@ void SharedRuntime::Impl::dump_stats(const std::string& path) {
                         {"slot", segment_->my_slot()},
                         {"pcie", nlohmann::json::parse(counters_.snapshot().to_json())},
                         {"packets", packet_stats_json(s)},
+                        {"qps", std::move(qps)},
                         {"carrier",
                          {{"to_other_hosts", to_other_.load()},
                           {"from_other_hosts", from_other_.load()},
                           {"unroutable", unroutable_.load()}}}};
+  if (faults_ != nullptr) {
+    fabric::FaultCounters c;
+    {
+      Entry e(*this);
+      c = faults_->counters();
+    }
+    nlohmann::json& j = dev["faults"];  // this process's port
+    for_each_counter(c, [&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  }
   std::ofstream(path) << nlohmann::json{{"devices", nlohmann::json::array({dev})}}.dump(2) << "\n";
 }
 

@@ -40,6 +40,8 @@ struct SharedRuntimeOptions {
   // The port's wire (link_config.h). Unset: link_options_from_env(). Every process of a host must
   // give the same; a process that differs from the one that created the host fails to attach.
   std::optional<LinkOptions> link;
+  // What the port's links do to packets (docs/reliability.md). Unset: fault_spec_from_env().
+  std::optional<fabric::FaultSpec> faults;
 };
 
 class SharedRuntime final : public Runtime {

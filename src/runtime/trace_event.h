@@ -13,7 +13,17 @@
 
 namespace softhca::runtime {
 
-enum class TraceEventKind : uint8_t { kTlp, kPacket };
+enum class TraceEventKind : uint8_t { kTlp, kPacket, kCpu };
+
+// What a CPU thread did in the library (live mode, SOFTHCA_TRACE): posted, polled a completion,
+// rang a doorbell or wrote a WQE through BlueFlame.
+enum class CpuEventKind : uint8_t { kPostSend, kPollHit, kDoorbell, kBlueFlame };
+struct CpuEventInfo {
+  CpuEventKind what = CpuEventKind::kPostSend;
+  uint32_t tid = 0;     // the Linux thread id
+  uint32_t object = 0;  // post_send: QPN; poll hit: CQN; doorbell, BlueFlame: the device
+  uint32_t count = 0;   // post_send: work requests; poll hit: completions; doorbell, BlueFlame: 1
+};
 
 struct TraceEvent {
   Picoseconds time{0};  // since the start of the trace; never decreases along the list
@@ -23,6 +33,7 @@ struct TraceEvent {
   PacketDirection packet_dir = PacketDirection::kSent;  // kPacket: sent or received by `device`
   pcie::Tlp tlp;                                        // kTlp
   fabric::PacketSummary packet;                         // kPacket
+  CpuEventInfo cpu;                                     // kCpu
 };
 
 }  // namespace softhca::runtime

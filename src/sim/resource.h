@@ -6,10 +6,10 @@
 // Neither knows about events; timing_model.h drives them.
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <limits>
 
 #include "base/units.h"
+#include "sim/ring_queue.h"
 
 namespace softhca::sim {
 
@@ -50,12 +50,28 @@ class Pool {
   [[nodiscard]] bool unlimited() const { return unlimited_; }
 
   // Takes (units, data) at `now` if available (after absorbing returns due by now): true.
-  bool try_take(Picoseconds now, uint64_t units, uint64_t data);
+  // Inline: the timing model calls it for most TLPs and WQEs.
+  bool try_take(Picoseconds now, uint64_t units, uint64_t data) {
+    if (unlimited_) return true;
+    absorb(now);
+    if (units_ < units || data_ < data) return false;
+    if (units_ != kUnlimited) units_ -= units;
+    if (data_ != kUnlimited) data_ -= data;
+    return true;
+  }
   // The earliest time >= now at which (units, data) will be available counting the returns known
   // so far, or nothing if they do not suffice yet.
   [[nodiscard]] bool earliest(Picoseconds now, uint64_t units, uint64_t data, Picoseconds& at) const;
   // Registers units and data coming back at `at`.
-  void give_back(Picoseconds at, uint64_t units, uint64_t data);
+  void give_back(Picoseconds at, uint64_t units, uint64_t data) {
+    if (unlimited_) return;
+    // Almost always the latest return so far: append; otherwise insert in order.
+    if (returns_.empty() || !(returns_.back().at > at)) {
+      returns_.push_back(Return{at, units, data});
+    } else {
+      insert_return(Return{at, units, data});
+    }
+  }
   [[nodiscard]] uint64_t available_units() const { return units_; }
 
  private:
@@ -64,13 +80,20 @@ class Pool {
     uint64_t units;
     uint64_t data;
   };
-  void absorb(Picoseconds now);
+  void absorb(Picoseconds now) {
+    while (!returns_.empty() && returns_.front().at <= now) {
+      units_ = add(units_, returns_.front().units);
+      data_ = add(data_, returns_.front().data);
+      returns_.pop_front();
+    }
+  }
+  void insert_return(const Return& r);
   static uint64_t add(uint64_t a, uint64_t b) { return a == kUnlimited || b == kUnlimited ? kUnlimited : a + b; }
 
   uint64_t units_;
   uint64_t data_;
   bool unlimited_;
-  std::deque<Return> returns_;  // sorted by `at`
+  RingQueue<Return> returns_;  // sorted by `at`
 };
 
 }  // namespace softhca::sim

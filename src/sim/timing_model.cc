@@ -57,21 +57,51 @@ Picoseconds result_time(const Step& pred, const StepTimes& t, const Step& succ) 
   return t.arrive;
 }
 
+// Indices into TimingModel::servers_ and pools_.
 struct TimingModel::HostResources {
-  std::vector<Server> cpu;  // by thread
-  std::array<Server, kLinkDirs> pcie;
-  std::array<Server, kHcaUnitCount> hca;
-  Server ib_port;        // this host's IB port, towards the switch (or the peer)
-  Server switch_egress;  // the switch port towards this host
+  std::vector<uint32_t> cpu;  // by thread
+  std::array<uint32_t, kLinkDirs> pcie{};
+  std::array<uint32_t, kHcaUnitCount> hca{};
+  uint32_t ib_port = 0;        // this host's IB port, towards the switch (or the peer)
+  uint32_t switch_egress = 0;  // the switch port towards this host
   std::array<std::array<uint32_t, kTlpClasses>, kLinkDirs> credit_pools{};
   uint32_t tags = 0;
 };
 
+namespace {
+constexpr uint32_t kNoServer = 0xffffffff;
+// In ChainTemplate::succ: the successor is a switch egress, which takes its predecessor's result
+// at the packet's head (result_time()).
+constexpr uint32_t kSwitchEdge = 0x80000000;
+}  // namespace
+
+// What placing a step reads, derived once from the Step and the model's parameters: one cache
+// line per step, no switch on the step's kind to find its server, costs or credits.
+struct StepPlacement {
+  Picoseconds service{0};    // on its server (a packet: IB serialization)
+  Picoseconds latency{0};    // from done to arrive
+  Picoseconds wait{0};       // after its predecessors' results: lead, switch hop, completer turnaround
+  uint32_t server = kNoServer;    // TimingModel::servers_ (none: a join or a packet)
+  uint32_t credit_pool = kNoPool; // a TLP's flow-control credits (none: not a TLP, or unlimited)
+  uint32_t data_credits = 0;
+  uint32_t acquire_pool = kNoPool;
+  uint32_t release_pool = kNoPool;
+  uint32_t tag = 0;
+  uint32_t succ_begin = 0;   // successors: succ[succ_begin .. succ_end)
+  uint32_t succ_end = 0;
+  uint32_t bytes = 0;        // added to its server's (a packet: its ports') bytes
+  StepKind kind = StepKind::kJoin;
+  bool posted_up = false;    // a posted write up to memory: successors go on once it has left
+  uint8_t host = 0;
+  uint8_t dst = 0;           // a packet's destination host
+};
+static_assert(sizeof(StepPlacement) == 64, "one cache line per step");
+
 // A chain's steps and their successors (CSR), checked once; shared by every placement of it.
 struct ChainTemplate {
   std::vector<Step> steps;
-  std::vector<uint32_t> succ_begin;  // successors of i: succ[succ_begin[i] .. succ_begin[i+1])
-  std::vector<uint32_t> succ;
+  std::vector<StepPlacement> place;
+  std::vector<uint32_t> succ;        // successor steps, kSwitchEdge set when it is a switch egress
   std::vector<uint16_t> pending;     // predecessors of each step
   std::vector<uint32_t> roots;       // steps with no predecessor
 };
@@ -83,9 +113,11 @@ struct TimingModel::Chain {
     uint16_t pending = 0;  // predecessors not yet placed
     bool has_pool = false;
     bool has_credits = false;
-    StepTimes t;
   };
   std::shared_ptr<const ChainTemplate> tpl;
+  // The template's arrays, for run_step to reach without going through tpl (one load less).
+  const StepPlacement* place = nullptr;
+  const uint32_t* succ = nullptr;
   std::vector<State> state;
   size_t remaining = 0;
   ChainListener* listener = nullptr;
@@ -97,6 +129,10 @@ TimingModel::TimingModel(Scheduler& scheduler, const TimingParams& params, uint3
     : scheduler_(scheduler), params_(params), hosts_(hosts) {
   const TimingParams& p = params_;
   for (HostResources& h : hosts_) {
+    for (uint32_t& s : h.pcie) s = add_server();
+    for (uint32_t& s : h.hca) s = add_server();
+    h.ib_port = add_server();
+    h.switch_egress = add_server();
     auto& cp = h.credit_pools;
     const auto up = static_cast<size_t>(LinkDir::kUp);
     const auto down = static_cast<size_t>(LinkDir::kDown);
@@ -127,6 +163,11 @@ uint32_t TimingModel::add_pool(uint64_t units) {
   return static_cast<uint32_t>(pools_.size() - 1);
 }
 
+uint32_t TimingModel::add_server() {
+  servers_.emplace_back();
+  return static_cast<uint32_t>(servers_.size() - 1);
+}
+
 uint32_t TimingModel::tag_pool(uint32_t host) const { return hosts_.at(host).tags; }
 
 uint32_t TimingModel::credit_pool(uint32_t host, LinkDir dir, TlpClass cls) const {
@@ -149,29 +190,64 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
   c.steps.swap(builder.steps());
   builder.clear();
   const size_t n = c.steps.size();
+  if (n >= kSwitchEdge) throw std::length_error("sim::TimingModel: a chain of 2^31 steps or more");
   c.pending.assign(n, 0);
-  c.succ_begin.assign(n + 1, 0);
+  c.place.resize(n);
+  std::vector<uint32_t> succ_count(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const Step& s = c.steps[i];
     if (s.host >= hosts_.size()) throw std::out_of_range("sim::TimingModel: step on an unknown host");
-    if (s.kind == StepKind::kCpu && s.index >= hosts_[s.host].cpu.size()) hosts_[s.host].cpu.resize(s.index + 1u);
+    if (s.kind == StepKind::kCpu) {
+      std::vector<uint32_t>& cpu = hosts_[s.host].cpu;
+      while (cpu.size() <= s.index) cpu.push_back(add_server());
+    }
     if (s.kind == StepKind::kPacket && hosts_.size() > 2) {
       throw std::invalid_argument("sim::TimingModel: packet steps assume two hosts (split them per resource)");
+    }
+    if (s.kind == StepKind::kPacket && s.index >= hosts_.size()) {
+      throw std::out_of_range("sim::TimingModel: packet to an unknown host");
     }
     for (uint32_t p : s.preds) {
       if (p == kNoStep) continue;
       if (p >= i) throw std::invalid_argument("sim::TimingModel: a step waits for a later step");
-      ++c.succ_begin[p + 1];
+      ++succ_count[p];
       ++c.pending[i];
     }
     if (c.pending[i] == 0) c.roots.push_back(static_cast<uint32_t>(i));
   }
-  for (size_t i = 0; i < n; ++i) c.succ_begin[i + 1] += c.succ_begin[i];
-  c.succ.assign(c.succ_begin[n], 0);
-  std::vector<uint32_t> fill(c.succ_begin.begin(), c.succ_begin.end() - 1);
+  uint32_t edges = 0;
+  for (size_t i = 0; i < n; ++i) {
+    StepPlacement& pl = c.place[i];
+    const Step& s = c.steps[i];
+    pl.succ_begin = pl.succ_end = edges;
+    edges += succ_count[i];
+    pl.kind = s.kind;
+    pl.host = s.host;
+    pl.dst = static_cast<uint8_t>(s.kind == StepKind::kPacket ? s.index : 0);
+    pl.bytes = s.bytes;
+    pl.server = s.kind == StepKind::kPacket || s.kind == StepKind::kJoin ? kNoServer : server_of(s);
+    pl.service = s.kind == StepKind::kPacket ? ib_serialization(s.bytes) : service_of(s);
+    pl.latency = latency_of(s);
+    pl.wait = s.lead;
+    if (s.kind == StepKind::kSwitchEgress) pl.wait += params_.switch_hop;
+    if (s.kind == StepKind::kTlp && s.tlp_class == TlpClass::kCompletion) pl.wait += params_.pcie_turnaround;
+    pl.posted_up = s.kind == StepKind::kTlp && s.dir == LinkDir::kUp && s.tlp_class == TlpClass::kPosted;
+    if (s.kind == StepKind::kTlp) {
+      const uint32_t credits = credit_pool(s.host, s.dir, s.tlp_class);
+      // An unlimited pool never refuses and ignores returns: no need to visit it.
+      if (!pools_[credits].unlimited()) pl.credit_pool = credits;
+      pl.data_credits = static_cast<uint32_t>((s.payload_bytes + kDataCreditBytes - 1) / kDataCreditBytes);
+    }
+    pl.acquire_pool = s.acquire_pool;
+    pl.release_pool = s.release_pool;
+    pl.tag = s.tag;
+  }
+  c.succ.assign(edges, 0);
   for (size_t i = 0; i < n; ++i) {
     for (uint32_t p : c.steps[i].preds) {
-      if (p != kNoStep) c.succ[fill[p]++] = static_cast<uint32_t>(i);
+      if (p == kNoStep) continue;
+      const uint32_t flag = c.steps[i].kind == StepKind::kSwitchEgress ? kSwitchEdge : 0;
+      c.succ[c.place[p].succ_end++] = static_cast<uint32_t>(i) | flag;
     }
   }
   return tpl;
@@ -190,8 +266,10 @@ void TimingModel::submit(const std::shared_ptr<const ChainTemplate>& tpl, Picose
   const uint32_t id = take_chain();
   Chain& c = *chains_[id];
   c.tpl = tpl;
+  c.place = tpl->place.data();
+  c.succ = tpl->succ.data();
   c.state.resize(n);
-  for (size_t i = 0; i < n; ++i) c.state[i] = Chain::State{Picoseconds(0), tpl->pending[i], false, false, StepTimes{}};
+  for (size_t i = 0; i < n; ++i) c.state[i] = Chain::State{Picoseconds(0), tpl->pending[i], false, false};
   c.remaining = n;
   c.listener = listener;
   c.times = times;
@@ -206,12 +284,24 @@ void TimingModel::submit(const std::shared_ptr<const ChainTemplate>& tpl, Picose
 
 void TimingModel::schedule_step(uint32_t chain, uint32_t step, Picoseconds at) {
   if (at < now_) throw std::logic_error("sim::TimingModel: a step scheduled in the past");
-  queue_push((static_cast<Key>(static_cast<uint64_t>(at.count())) << 64) | (static_cast<Key>(chain) << 32) | step);
+  const Key k = (static_cast<Key>(static_cast<uint64_t>(at.count())) << 64) | (static_cast<Key>(chain) << 32) | step;
+  if (running_root_) {
+    running_root_ = false;
+    sift_down(0, k);
+  } else {
+    queue_push(k);
+  }
 }
 
 namespace {
 constexpr size_t kArity = 4;
-}
+
+// a < b as 0 or 1, from the borrow of a - b: keys are below 2^127 (times are never negative), so
+// the difference has its top bit set exactly when a < b. Arithmetic, so that the compiler cannot
+// turn the heap's unpredictable comparisons into branches.
+__extension__ using Key128 = unsigned __int128;
+inline size_t before(Key128 a, Key128 b) { return static_cast<size_t>((a - b) >> 127); }
+}  // namespace
 
 void TimingModel::queue_push(Key k) {
   size_t i = queue_.size();
@@ -225,57 +315,81 @@ void TimingModel::queue_push(Key k) {
   queue_[i] = k;
 }
 
-void TimingModel::queue_pop() {
+void TimingModel::queue_pop() const {
   const Key last = queue_.back();
   queue_.pop_back();
+  if (!queue_.empty()) sift_down(0, last);
+}
+
+// Places k at hole i or below: moves the earliest child up while it comes before k.
+void TimingModel::sift_down(size_t i, Key k) const {
   const size_t n = queue_.size();
-  if (n == 0) return;
-  size_t i = 0;
   for (;;) {
     const size_t first = i * kArity + 1;
     if (first >= n) break;
-    // The earliest child, chosen without branches (the comparisons are unpredictable).
+    // The earliest child, chosen without branches (the comparisons are unpredictable); four
+    // children as two pairs and their winners, so the comparisons do not wait for each other.
     size_t best = first;
     Key best_key = queue_[first];
-    const size_t end = first + kArity < n ? first + kArity : n;
-    for (size_t c = first + 1; c < end; ++c) {
-      const Key k = queue_[c];
-      const bool earlier = k < best_key;
-      best = earlier ? c : best;
-      best_key = earlier ? k : best_key;
+    if (first + kArity <= n) {
+      // Indices, not keys, are selected, then the winner is loaded.
+      const Key* ch = &queue_[first];
+      const size_t ab = before(ch[1], ch[0]);
+      const size_t cd = 2 + before(ch[3], ch[2]);
+      const size_t m = size_t{0} - before(ch[cd], ch[ab]);
+      const size_t win = (cd & m) | (ab & ~m);
+      best = first + win;
+      best_key = ch[win];
+    } else {
+      for (size_t c = first + 1; c < n; ++c) {
+        const Key key = queue_[c];
+        const bool earlier = key < best_key;
+        best = earlier ? c : best;
+        best_key = earlier ? key : best_key;
+      }
     }
-    if (!(best_key < last)) break;
+    if (!(best_key < k)) break;
     queue_[i] = best_key;
     i = best;
   }
-  queue_[i] = last;
+  queue_[i] = k;
 }
 
-Picoseconds TimingModel::next_time() const { return Picoseconds(static_cast<int64_t>(queue_.front() >> 64)); }
+Picoseconds TimingModel::next_time() const {
+  settle();
+  return Picoseconds(static_cast<int64_t>(queue_.front() >> 64));
+}
 
 void TimingModel::run_next() {
+  settle();
   const Key k = queue_.front();
-  queue_pop();
   now_ = Picoseconds(static_cast<int64_t>(k >> 64));
+  running_root_ = true;
   run_step(static_cast<uint32_t>(static_cast<uint64_t>(k) >> 32), static_cast<uint32_t>(static_cast<uint64_t>(k)));
+  settle();
 }
 
 void TimingModel::run() {
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   for (;;) {
+    // Only a listener, called from a step, can schedule a scheduler event: until one is called,
+    // the scheduler's next event time stays what it was.
     const int64_t s = scheduler_.next_event_ps();
-    if (!queue_.empty() && static_cast<int64_t>(queue_.front() >> 64) < s) {
+    listener_called_ = false;
+    bool ran = false;
+    while (!queue_.empty() && static_cast<int64_t>(queue_.front() >> 64) < s) {
       run_next();
-    } else if (s != kNone) {
-      scheduler_.run_one();
-    } else {
-      return;
+      ran = true;
+      if (listener_called_) break;
     }
+    if (ran) continue;
+    if (s == kNone) return;
+    scheduler_.run_one();
   }
 }
 
-Server& TimingModel::server_for(const Step& s) {
-  HostResources& h = hosts_[s.host];
+uint32_t TimingModel::server_of(const Step& s) {
+  const HostResources& h = hosts_[s.host];
   switch (s.kind) {
     case StepKind::kCpu: return h.cpu[s.index];
     case StepKind::kTlp: return h.pcie[static_cast<size_t>(s.dir)];
@@ -294,10 +408,7 @@ Picoseconds TimingModel::service_of(const Step& s) const {
     case StepKind::kTlp: return Picoseconds(static_cast<int64_t>((s.bytes * params_.pcie_fs_per_byte + 999) / 1000));
     case StepKind::kHcaUnit: return params_.hca_unit[static_cast<size_t>(s.unit)];
     case StepKind::kIbLink:
-    case StepKind::kSwitchEgress: {
-      const uint64_t bytes = uint64_t{s.bytes} + params_.ib_packet_overhead_bytes;
-      return Picoseconds(static_cast<int64_t>((bytes * params_.ib_fs_per_byte + 999) / 1000));
-    }
+    case StepKind::kSwitchEgress: return ib_serialization(s.bytes);
     case StepKind::kPacket:
     case StepKind::kJoin: return Picoseconds(0);
   }
@@ -307,32 +418,6 @@ Picoseconds TimingModel::service_of(const Step& s) const {
 Picoseconds TimingModel::ib_serialization(uint32_t bytes) const {
   const uint64_t b = uint64_t{bytes} + params_.ib_packet_overhead_bytes;
   return Picoseconds(static_cast<int64_t>((b * params_.ib_fs_per_byte + 999) / 1000));
-}
-
-// Transmit unit, IB port, switch egress (cut-through, hops - 1 more switches as latency), cable,
-// receive unit. Returns when the transmit unit was done (the WQE has left the HCA's pipeline).
-Picoseconds TimingModel::place_packet(const Step& s, Picoseconds now, StepTimes& t) {
-  if (s.index >= hosts_.size()) throw std::out_of_range("sim::TimingModel: packet to an unknown host");
-  HostResources& src = hosts_[s.host];
-  HostResources& dst = hosts_[s.index];
-  const Picoseconds tx_cost = params_.hca_unit[static_cast<size_t>(HcaUnit::kTx)];
-  const Picoseconds rx_cost = params_.hca_unit[static_cast<size_t>(HcaUnit::kRx)];
-  const Picoseconds ser = ib_serialization(s.bytes);
-  t.start = src.hca[static_cast<size_t>(HcaUnit::kTx)].reserve(now, tx_cost);
-  const Picoseconds tx_done = t.start + tx_cost;
-  const Picoseconds port_start = src.ib_port.reserve(tx_done, ser);
-  src.ib_port.add_bytes(s.bytes);
-  Picoseconds at_dst = port_start + ser + params_.cable;
-  if (params_.switch_hops > 0) {
-    const int64_t more = static_cast<int64_t>(params_.switch_hops) - 1;
-    const Picoseconds head = port_start + params_.cable + params_.switch_hop + (params_.switch_hop + params_.cable) * more;
-    const Picoseconds egress_start = dst.switch_egress.reserve(head, ser);
-    dst.switch_egress.add_bytes(s.bytes);
-    at_dst = egress_start + ser + params_.cable;
-  }
-  const Picoseconds rx_start = dst.hca[static_cast<size_t>(HcaUnit::kRx)].reserve(at_dst, rx_cost);
-  t.done = rx_start + rx_cost;
-  return tx_done;
 }
 
 Picoseconds TimingModel::latency_of(const Step& s) const {
@@ -346,8 +431,9 @@ Picoseconds TimingModel::latency_of(const Step& s) const {
 
 bool TimingModel::take(uint32_t pool, uint64_t units, uint64_t data, uint32_t chain, uint32_t step) {
   Pool& p = pools_[pool];
-  if (p.unlimited()) return true;
-  std::deque<Waiter>& wq = waiters_[pool];
+  RingQueue<Waiter>& wq = waiters_[pool];
+  // Nobody waiting and enough units now: the usual case.
+  if (wq.empty() && p.try_take(now_, units, data)) return true;
   const bool is_head = !wq.empty() && wq.front().chain == chain && wq.front().step == step;
   if (!wq.empty() && !is_head) {
     // Flow control is in order: wait behind the requests already waiting.
@@ -368,7 +454,7 @@ bool TimingModel::take(uint32_t pool, uint64_t units, uint64_t data, uint32_t ch
 }
 
 void TimingModel::wake_head(uint32_t pool) {
-  std::deque<Waiter>& wq = waiters_[pool];
+  RingQueue<Waiter>& wq = waiters_[pool];
   if (wq.empty() || wq.front().scheduled) return;
   Picoseconds at{0};
   if (pools_[pool].earliest(now_, wq.front().units, wq.front().data, at)) {
@@ -384,28 +470,48 @@ void TimingModel::give_back(uint32_t pool, Picoseconds at, uint64_t units, uint6
   wake_head(pool);
 }
 
+// Transmit unit, IB port, switch egress (cut-through, hops - 1 more switches as latency), cable,
+// receive unit. Returns when the transmit unit was done (the WQE has left the HCA's pipeline).
+Picoseconds TimingModel::place_packet(const StepPlacement& s, Picoseconds now, StepTimes& t) {
+  const HostResources& src = hosts_[s.host];
+  const HostResources& dst = hosts_[s.dst];
+  const Picoseconds tx_cost = params_.hca_unit[static_cast<size_t>(HcaUnit::kTx)];
+  const Picoseconds rx_cost = params_.hca_unit[static_cast<size_t>(HcaUnit::kRx)];
+  const Picoseconds ser = s.service;  // IB serialization
+  t.start = servers_[src.hca[static_cast<size_t>(HcaUnit::kTx)]].reserve(now, tx_cost);
+  const Picoseconds tx_done = t.start + tx_cost;
+  Server& port = servers_[src.ib_port];
+  const Picoseconds port_start = port.reserve(tx_done, ser);
+  port.add_bytes(s.bytes);
+  Picoseconds at_dst = port_start + ser + params_.cable;
+  if (params_.switch_hops > 0) {
+    const int64_t more = static_cast<int64_t>(params_.switch_hops) - 1;
+    const Picoseconds head = port_start + params_.cable + params_.switch_hop + (params_.switch_hop + params_.cable) * more;
+    Server& egress = servers_[dst.switch_egress];
+    const Picoseconds egress_start = egress.reserve(head, ser);
+    egress.add_bytes(s.bytes);
+    at_dst = egress_start + ser + params_.cable;
+  }
+  const Picoseconds rx_start = servers_[dst.hca[static_cast<size_t>(HcaUnit::kRx)]].reserve(at_dst, rx_cost);
+  t.done = rx_start + rx_cost;
+  return tx_done;
+}
+
 void TimingModel::run_step(uint32_t chain_id, uint32_t i) {
   Chain& c = *chains_[chain_id];
-  const ChainTemplate& tpl = *c.tpl;
-  const Step& s = tpl.steps[i];
+  const StepPlacement& s = c.place[i];
   Chain::State& st = c.state[i];
   if (s.acquire_pool != kNoPool && !st.has_pool) {
     if (!take(s.acquire_pool, 1, 0, chain_id, i)) return;
     st.has_pool = true;
   }
-  uint32_t credits = kNoPool;
-  uint64_t data_credits = 0;
-  if (s.kind == StepKind::kTlp) {
-    credits = credit_pool(s.host, s.dir, s.tlp_class);
-    data_credits = (s.payload_bytes + kDataCreditBytes - 1) / kDataCreditBytes;
-    if (!st.has_credits) {
-      if (!take(credits, 1, data_credits, chain_id, i)) return;
-      st.has_credits = true;
-    }
+  if (s.credit_pool != kNoPool && !st.has_credits) {
+    if (!take(s.credit_pool, 1, s.data_credits, chain_id, i)) return;
+    st.has_credits = true;
   }
 
   const Picoseconds now = now_;
-  StepTimes& t = st.t;
+  StepTimes t;
   t.ready = now;
   Picoseconds release_at{-1};
   if (s.kind == StepKind::kJoin) {
@@ -413,33 +519,33 @@ void TimingModel::run_step(uint32_t chain_id, uint32_t i) {
   } else if (s.kind == StepKind::kPacket) {
     release_at = place_packet(s, now, t);
   } else {
-    Server& server = server_for(s);
-    const Picoseconds service = service_of(s);
-    t.start = server.reserve(now, service);
-    t.done = t.start + service;
+    Server& server = servers_[s.server];
+    t.start = server.reserve(now, s.service);
+    t.done = t.start + s.service;
     server.add_bytes(s.bytes);
   }
-  const Picoseconds latency = latency_of(s);
-  t.arrive = t.done + latency;
+  t.arrive = t.done + s.latency;
   ++steps_placed_;
 
-  if (credits != kNoPool) give_back(credits, t.arrive + params_.fc_update, 1, data_credits);
+  if (s.credit_pool != kNoPool) give_back(s.credit_pool, t.arrive + params_.fc_update, 1, s.data_credits);
   if (s.release_pool != kNoPool) give_back(s.release_pool, release_at >= Picoseconds(0) ? release_at : t.arrive, 1, 0);
   if (c.times != nullptr) (*c.times)[i] = t;
-  if (s.tag != 0 && c.listener != nullptr) c.listener->on_tagged_step(c.tag_base + s.tag, t);
+  if (s.tag != 0 && c.listener != nullptr) {
+    listener_called_ = true;
+    c.listener->on_tagged_step(c.tag_base + s.tag, t);
+  }
 
-  for (uint32_t e = tpl.succ_begin[i]; e < tpl.succ_begin[i + 1]; ++e) {
-    const uint32_t j = tpl.succ[e];
+  // result_time() for each successor: a switch egress takes the head (start + latency), a posted
+  // write up to memory is done when it has left, anything else when it arrives.
+  const Picoseconds result = s.posted_up ? t.done : t.arrive;
+  const Picoseconds head = t.start + s.latency;
+  for (uint32_t e = s.succ_begin; e < s.succ_end; ++e) {
+    const uint32_t edge = c.succ[e];
+    const uint32_t j = edge & ~kSwitchEdge;
     Chain::State& sj = c.state[j];
-    const Step& next = tpl.steps[j];
-    const Picoseconds result = result_time(s, t, next);
-    if (result > sj.ready) sj.ready = result;
-    if (--sj.pending == 0) {
-      Picoseconds at = sj.ready + next.lead;
-      if (next.kind == StepKind::kSwitchEgress) at += params_.switch_hop;
-      if (next.kind == StepKind::kTlp && next.tlp_class == TlpClass::kCompletion) at += params_.pcie_turnaround;
-      schedule_step(chain_id, j, at);
-    }
+    const Picoseconds r = (edge & kSwitchEdge) != 0 ? head : result;
+    if (r > sj.ready) sj.ready = r;
+    if (--sj.pending == 0) schedule_step(chain_id, j, sj.ready + c.place[j].wait);
   }
   if (--c.remaining == 0) {
     --active_;
@@ -450,12 +556,13 @@ void TimingModel::run_step(uint32_t chain_id, uint32_t i) {
 
 std::vector<ResourceUse> TimingModel::resource_use() const {
   std::vector<ResourceUse> out;
-  auto add = [&out](std::string_view name, uint32_t host, const Server& s) {
+  auto add = [this, &out](std::string_view name, uint32_t host, uint32_t server) {
+    const Server& s = servers_[server];
     out.push_back(ResourceUse{name, host, s.busy(), s.operations(), s.bytes()});
   };
   for (uint32_t h = 0; h < hosts_.size(); ++h) {
     const HostResources& r = hosts_[h];
-    for (const Server& s : r.cpu) add("cpu", h, s);
+    for (uint32_t s : r.cpu) add("cpu", h, s);
     add("pcie_down", h, r.pcie[static_cast<size_t>(LinkDir::kDown)]);
     add("pcie_up", h, r.pcie[static_cast<size_t>(LinkDir::kUp)]);
     for (int u = 0; u < kHcaUnitCount; ++u) {

@@ -14,7 +14,8 @@
 //  - credits come back fc_update after the TLP arrived; tags when the read's last completion
 //    arrives; a pool unit when the step that releases it has arrived.
 // Each step is one event at its ready time, so resources are claimed in time order. The model keeps
-// these events in its own queue (plain 16-byte entries, no callbacks): run() interleaves them with
+// these events in its own queue (plain 16-byte entries, no callbacks; a compiled chain carries each
+// step's server, costs and credit pool, resolved once): run() interleaves them with
 // the scheduler's events (the workload's CPU), in time order, the scheduler's first at equal
 // times, the model's by (chain, step) among themselves. A
 // packet step (StepKind::kPacket) claims its four resources in that one event, each as soon as the
@@ -30,6 +31,7 @@
 #include "base/units.h"
 #include "sim/chain.h"
 #include "sim/resource.h"
+#include "sim/ring_queue.h"
 #include "sim/scheduler.h"
 #include "sim/timing_params.h"
 
@@ -37,6 +39,8 @@ namespace softhca::sim {
 
 // A chain checked and indexed for placement (compile()); placed any number of times.
 struct ChainTemplate;
+// What placing one step of a compiled chain reads (timing_model.cc).
+struct StepPlacement;
 
 // When each step of a chain was ready, started, finished and had its result arrive.
 struct StepTimes {
@@ -94,7 +98,10 @@ class TimingModel {
   // Runs the model's steps and the scheduler's events in time order until both are empty.
   void run();
   // The model's own next step, if any; run_next() places it (the caller keeps time order).
-  [[nodiscard]] bool has_pending() const { return !queue_.empty(); }
+  [[nodiscard]] bool has_pending() const {
+    settle();
+    return !queue_.empty();
+  }
   [[nodiscard]] Picoseconds next_time() const;
   void run_next();
   [[nodiscard]] Picoseconds now() const { return now_; }
@@ -118,22 +125,35 @@ class TimingModel {
   void give_back(uint32_t pool, Picoseconds at, uint64_t units, uint64_t data);
   void wake_head(uint32_t pool);
   uint32_t credit_pool(uint32_t host, LinkDir dir, TlpClass cls) const;
-  Server& server_for(const Step& s);
+  uint32_t add_server();
+  uint32_t server_of(const Step& s);
   Picoseconds service_of(const Step& s) const;
   Picoseconds latency_of(const Step& s) const;
   Picoseconds ib_serialization(uint32_t bytes) const;
-  Picoseconds place_packet(const Step& s, Picoseconds now, StepTimes& t);
+  Picoseconds place_packet(const StepPlacement& s, Picoseconds now, StepTimes& t);
   void schedule_step(uint32_t chain, uint32_t step, Picoseconds at);
   uint32_t take_chain();
 
   __extension__ using Key = unsigned __int128;  // time << 64 | chain << 32 | step
   void queue_push(Key k);
-  void queue_pop();
+  void queue_pop() const;
+  void sift_down(size_t i, Key k) const;
+  // While a step runs its key stays at the root of the queue (running_root_): the first step it
+  // schedules takes its place with one sift down instead of a pop and a push. settle() pops it
+  // when nothing did; observers call it first (const: it changes no observable state).
+  void settle() const {
+    if (!running_root_) return;
+    running_root_ = false;
+    queue_pop();
+  }
 
   Scheduler& scheduler_;
   TimingParams params_;
-  std::vector<Key> queue_;  // 4-ary min-heap of ready steps
+  mutable std::vector<Key> queue_;  // 4-ary min-heap of ready steps
+  mutable bool running_root_ = false;
+  bool listener_called_ = false;  // a listener ran (it may have scheduled scheduler events)
   Picoseconds now_{0};
+  std::vector<Server> servers_;  // every server of every host (HostResources names them by index)
   std::vector<HostResources> hosts_;
   std::vector<Pool> pools_;
   struct Waiter {
@@ -143,7 +163,7 @@ class TimingModel {
     uint64_t data;
     bool scheduled;  // a retry is already scheduled
   };
-  std::vector<std::deque<Waiter>> waiters_;  // per pool
+  std::vector<RingQueue<Waiter>> waiters_;  // per pool
   std::vector<std::unique_ptr<Chain>> chains_;
   std::vector<uint32_t> free_chains_;
   size_t active_ = 0;

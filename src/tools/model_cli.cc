@@ -16,6 +16,7 @@
 #include "tools/demo_report.h"
 #include "tools/model_profile.h"
 #include "tools/model_svg.h"
+#include "tools/model_trace.h"
 
 namespace softhca::tools {
 
@@ -304,11 +305,30 @@ struct ModelOptions {
   std::string series;
   std::string format = "table";
   std::string svg;
+  std::string trace;
   std::string plot = "rate";
   bool show_profile = false;
   bool list_profiles = false;
   bool no_replay = false;
 };
+
+// The one-post latency run of workload `w` (the base workload of a sweep) as a trace in model time.
+bool write_trace(const sim::MachineProfile& profile, const Workload& w, const std::string& path) {
+  LatencyTrace trace;
+  try {
+    measure_latency(profile, w, trace);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "softhca model: the latency run for --trace failed: %s\n", e.what());
+    return false;
+  }
+  std::ofstream f(path);
+  f << format_sim_trace(trace);
+  if (!f) {
+    std::fprintf(stderr, "softhca model: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
 
 int run(const ModelOptions& o) {
   sim::MachineProfile profile;
@@ -373,6 +393,7 @@ int run(const ModelOptions& o) {
       return kExitFailed;
     }
   }
+  if (!o.trace.empty() && !write_trace(profile, w, o.trace)) return kExitFailed;
   std::cout.flush();
   return std::cout ? 0 : kExitFailed;
 }
@@ -411,6 +432,9 @@ void add_model_command(CLI::App& app) {
       ->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
   m->add_option("--svg", o->svg, "Also write a plot of the sweep to this SVG file");
+  m->add_option("--trace", o->trace,
+                "Also write the one-post latency run as Chrome/Perfetto trace JSON in model time "
+                "(the base workload of a sweep)");
   m->add_option("--plot", o->plot, "What the SVG shows: rate or latency")
       ->check(CLI::IsMember({"rate", "latency"}))
       ->capture_default_str();

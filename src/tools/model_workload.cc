@@ -304,6 +304,8 @@ class Generator final : public sim::ChainListener {
     if (latency_cqe_step_ == sim::kNoStep) throw std::runtime_error("latency run: no completion recorded");
     return breakdown();
   }
+  // After latency(): the chain it placed.
+  [[nodiscard]] LatencyTrace latency_trace() const { return LatencyTrace{latency_chain_, latency_times_}; }
 
   void on_tagged_step(uint32_t tag, const sim::StepTimes& t) override {
     const TagInfo& info = tags_.at(tag - 1);
@@ -751,12 +753,19 @@ RunResult run_closed_loop(const sim::MachineProfile& p, const Workload& w, const
 }
 
 LatencyBreakdown measure_latency(const sim::MachineProfile& p, const Workload& w) {
+  LatencyTrace unused;
+  return measure_latency(p, w, unused);
+}
+
+LatencyBreakdown measure_latency(const sim::MachineProfile& p, const Workload& w, LatencyTrace& trace) {
   Workload one = w;
   one.qps = 1;
   one.threads = 1;
   one.messages = w.postlist;
   Generator g(p, one);
-  return g.latency();
+  const LatencyBreakdown b = g.latency();
+  trace = g.latency_trace();
+  return b;
 }
 
 }  // namespace softhca::tools

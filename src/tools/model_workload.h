@@ -46,6 +46,13 @@ struct LatencyBreakdown {
   std::array<Picoseconds, sim::kPhaseCount> phase{};  // along the critical path; sums to total
 };
 
+// The chain a one-post latency run placed: every step with its times in model picoseconds (the
+// sim-mode trace, model_trace.h, is drawn from it).
+struct LatencyTrace {
+  std::vector<sim::Step> steps;
+  std::vector<sim::StepTimes> times;
+};
+
 struct RunResult {
   Workload workload;
   uint64_t messages = 0;
@@ -86,5 +93,7 @@ RunResult run_closed_loop(const sim::MachineProfile& p, const Workload& w, const
 // One post of `w.postlist` WRs (only the last signaled) on an idle machine, through completion
 // and poll; the time of each of the seed's steps along the critical path.
 LatencyBreakdown measure_latency(const sim::MachineProfile& p, const Workload& w);
+// The same run, and the chain it placed into `trace`.
+LatencyBreakdown measure_latency(const sim::MachineProfile& p, const Workload& w, LatencyTrace& trace);
 
 }  // namespace softhca::tools

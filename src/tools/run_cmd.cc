@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "fabric/fault_spec.h"
+
 namespace softhca::tools {
 
 namespace {
@@ -57,6 +59,7 @@ std::vector<std::string> run_environment(const RunCommandOptions& o, const std::
   set(env, "SOFTHCA_TRACE", o.trace);
   set(env, "SOFTHCA_STATS", o.stats);
   set(env, "SOFTHCA_BLUEFLAME", o.blueflame);
+  set(env, "SOFTHCA_FAULTS", o.faults);
   return env;
 }
 
@@ -96,6 +99,13 @@ void add_run_command(CLI::App& app) {
   run->add_option("--stats", options->stats, "Dump the PCIe and packet counters as JSON at exit");
   run->add_option("--blueflame", options->blueflame, "BlueFlame policy")
       ->check(CLI::IsMember({"auto", "off", "prefer"}));
+  run->add_option("--faults", options->faults,
+                  "Faulty links: loss=P,dup=P,reorder=P,corrupt=P,delay=50us,seed=N (docs/reliability.md)")
+      ->check([](const std::string& spec) {
+        fabric::FaultSpec parsed;
+        std::string error;
+        return fabric::parse_fault_spec(spec, parsed, error) ? std::string() : error;
+      });
   run->add_option("--lib-dir", options->lib_dir, "Directory of softhca's libibverbs.so.1");
   run->add_option("command", options->command, "PROGRAM ARGS... (after --)")->required();
   run->callback([options] { exec_program(*options); });

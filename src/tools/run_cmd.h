@@ -20,6 +20,7 @@ struct RunCommandOptions {
   std::string trace;     // SOFTHCA_TRACE
   std::string stats;     // SOFTHCA_STATS
   std::string blueflame; // SOFTHCA_BLUEFLAME
+  std::string faults;    // SOFTHCA_FAULTS (docs/reliability.md)
   std::string lib_dir;   // where libibverbs.so.1 is (default: found next to this binary)
   std::vector<std::string> command;
 };

@@ -13,7 +13,12 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
+
+#include "runtime/host_segment.h"
+#include "runtime/stats_json.h"
 
 namespace softhca::tools {
 
@@ -41,6 +46,14 @@ constexpr PacketRow kPacketRows[] = {
     {"cq_overruns", "CQ overruns"},
 };
 
+// The per-QP columns (runtime/stats_json.cc qp_json), in table order.
+constexpr PacketRow kQpColumns[] = {
+    {"packets_sent", "sent"},       {"bytes_sent", "bytes sent"},     {"packets_received", "received"},
+    {"bytes_received", "bytes recv"}, {"packets_dropped", "dropped"}, {"retransmitted", "retx"},
+    {"naks_sent", "NAKs sent"},     {"naks_received", "NAKs recv"},   {"doorbells", "doorbells"},
+    {"blueflame_writes", "BlueFlame"}, {"cqes", "CQEs"},            {"error_cqes", "error CQEs"},
+};
+
 // Throws std::runtime_error naming what is missing.
 void check_dump(const json& dump) {
   if (!dump.is_object() || !dump.contains("devices") || !dump["devices"].is_array()) {
@@ -65,6 +78,15 @@ void check_dump(const json& dump) {
       }
     }
     if (!d.contains("packets") || !d["packets"].is_object()) throw std::runtime_error(name + ": no \"packets\"");
+    // Dumps older than the per-QP counters have no "qps"; when present, every QP has its number.
+    if (d.contains("qps")) {
+      if (!d["qps"].is_array()) throw std::runtime_error(name + ": \"qps\" is not an array");
+      for (const json& q : d["qps"]) {
+        if (!q.is_object() || !q.contains("qpn") || !q["qpn"].is_number_unsigned()) {
+          throw std::runtime_error(name + ": a QP has no \"qpn\"");
+        }
+      }
+    }
   }
 }
 
@@ -95,8 +117,11 @@ uint64_t count(const json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
 }
 
-void print_device(std::ostream& out, const json& d) {
-  out << d["device"].get<std::string>() << "\n";
+std::string text(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "?";
+}
+
+void print_pcie(std::ostream& out, const json& d) {
   std::vector<std::vector<std::string>> rows{{"PCIe", "cause", "direction", "TLPs", "payload [B]", "wire [B]"}};
   uint64_t tlps = 0;
   uint64_t payload = 0;
@@ -114,6 +139,36 @@ void print_device(std::ostream& out, const json& d) {
   print_table(out, rows, 3);
   out << "  wire bytes: downstream " << count(d["pcie"], "wire_bytes_downstream") << ", upstream "
       << count(d["pcie"], "wire_bytes_upstream") << "\n\n";
+}
+
+// One row per QP: its number, type, state and counters.
+void print_qps(std::ostream& out, const json& qps) {
+  std::vector<std::vector<std::string>> rows{{"QP", "type", "state"}};
+  for (const PacketRow& c : kQpColumns) rows[0].emplace_back(c.label);
+  for (const json& q : qps) {
+    char qpn[16];
+    std::snprintf(qpn, sizeof qpn, "0x%06x", q["qpn"].get<unsigned>());
+    std::vector<std::string> row{qpn, text(q, "type"), text(q, "state")};
+    for (const PacketRow& c : kQpColumns) row.push_back(std::to_string(count(q, c.key)));
+    rows.push_back(std::move(row));
+  }
+  out << "\n";
+  if (rows.size() == 1) {
+    out << "  QPs: none\n";
+    return;
+  }
+  print_table(out, rows, 3);
+}
+
+void print_device(std::ostream& out, const json& d) {
+  out << d["device"].get<std::string>();
+  if (d.contains("host") && d.contains("fabric")) out << " (host " << text(d, "host") << ", fabric " << text(d, "fabric") << ")";
+  out << "\n";
+  if (d.contains("pcie")) {
+    print_pcie(out, d);
+  } else {
+    out << "  PCIe: counted per process, not in the host's shared state (SOFTHCA_STATS=FILE has them)\n\n";
+  }
 
   const json& p = d["packets"];
   std::vector<std::vector<std::string>> prow{{"fabric", "count"}};
@@ -128,25 +183,53 @@ void print_device(std::ostream& out, const json& d) {
   }
   prow.push_back({"dropped (all reasons)", std::to_string(dropped)});
   print_table(out, prow, 1);
+  if (d.contains("qps")) print_qps(out, d["qps"]);
+}
+
+// The dump of the host device processes use now, from its segment (mapped read-only; no lock:
+// counts may be a moment old). Empty with `error` set when the host has no segment.
+json live_dump(const StatsOptions& o, std::string& error) {
+  const std::string path = runtime::segment_path(o.dir, ::getuid(), o.fabric, o.host);
+  const std::unique_ptr<runtime::HostSegment> seg = runtime::HostSegment::open_read_only(path, error);
+  if (seg == nullptr) return json();
+  const hca::DeviceRegion region{seg->device_region(), seg->device_bytes()};
+  json dev = {{"device", "softhca_0"},
+              {"host", o.host},
+              {"fabric", o.fabric},
+              {"lid", seg->lid()},
+              {"processes", seg->live_slots()},
+              {"packets", runtime::packet_stats_json(runtime::region_packet_stats(region))},
+              {"qps", runtime::qp_stats_json(region)}};
+  return json{{"devices", json::array({std::move(dev)})}};
+}
+
+json file_dump(const StatsOptions& o, std::string& error) {
+  std::ifstream in(o.path);
+  if (!in) {
+    error = "cannot open " + o.path;
+    return json();
+  }
+  json dump = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (dump.is_discarded()) {
+    error = o.path + " is not JSON";
+    return json();
+  }
+  try {
+    check_dump(dump);
+  } catch (const std::exception& e) {
+    error = o.path + ": " + e.what();
+    return json();
+  }
+  return dump;
 }
 
 }  // namespace
 
 int run_stats(const StatsOptions& options, std::ostream& out, std::ostream& err) {
-  std::ifstream in(options.path);
-  if (!in) {
-    err << "softhca stats: cannot open " << options.path << "\n";
-    return EXIT_FAILURE;
-  }
-  const json dump = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (dump.is_discarded()) {
-    err << "softhca stats: " << options.path << " is not JSON\n";
-    return EXIT_FAILURE;
-  }
-  try {
-    check_dump(dump);
-  } catch (const std::exception& e) {
-    err << "softhca stats: " << options.path << ": " << e.what() << "\n";
+  std::string error;
+  const json dump = options.live ? live_dump(options, error) : file_dump(options, error);
+  if (dump.is_null()) {
+    err << "softhca stats: " << error << "\n";
     return EXIT_FAILURE;
   }
   if (options.json) {
@@ -169,11 +252,18 @@ void add_stats_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("stats", "Show the counters of a SOFTHCA_STATS dump as a table or JSON");
   sub->footer(
       "FILE is what a program run with SOFTHCA_STATS=FILE wrote at exit: per device, the PCIe\n"
-      "transactions by type and cause (TLPs, payload and wire bytes) and the packet counters.\n"
-      "Per-QP counters and the counters of a running program are not available yet.");
-  sub->add_option("FILE", opts->path, "A SOFTHCA_STATS dump")->required();
+      "transactions by type and cause (TLPs, payload and wire bytes), the packet counters and\n"
+      "one row per QP (packets, bytes, drops, retransmissions, NAKs, doorbells, CQEs).\n"
+      "--live reads the same, but the PCIe counters (per process), from the host device that\n"
+      "processes are using now (its segment in /dev/shm, read-only).");
+  CLI::Option* file = sub->add_option("FILE", opts->path, "A SOFTHCA_STATS dump");
+  CLI::Option* live = sub->add_flag("--live", opts->live, "Read the counters of the running host device instead of a file");
+  file->excludes(live);
+  sub->add_option("--fabric", opts->fabric, "With --live: the fabric (SOFTHCA_FABRIC)")->capture_default_str()->needs(live);
+  sub->add_option("--host", opts->host, "With --live: the host (SOFTHCA_HOST)")->capture_default_str()->needs(live);
   sub->add_flag("--json", opts->json, "Print the dump as normalized JSON instead of the table");
   sub->callback([opts] {
+    if (!opts->live && opts->path.empty()) throw CLI::RequiredError("FILE or --live");
     const int rc = run_stats(*opts, std::cout, std::cerr);
     std::cout.flush();
     std::exit(rc);

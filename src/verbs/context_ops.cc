@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "driver/provider.h"
+#include "runtime/trace_recorder.h"
 #include "verbs/glue.h"
 #include "verbs/unsupported.h"
 
@@ -117,6 +118,25 @@ int bind_mw_unsupported(ibv_qp* /*qp*/, ibv_mw* /*mw*/, ibv_mw_bind* /*mw_bind*/
 
 int dealloc_mw_unsupported(ibv_mw* /*mw*/) { return unsupported<int>(); }
 
+// SOFTHCA_TRACE's per-thread tracks (docs/observability.md): post_send is reported before the
+// driver rings anything, a poll only when it found completions.
+int traced_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  uint32_t n = 0;
+  for (const ibv_send_wr* w = wr; w != nullptr; w = w->next) ++n;
+  if (runtime::CpuTap* tap = runtime::process_cpu_tap()) tap->on_cpu(runtime::CpuEventKind::kPostSend, qp->qp_num, n);
+  return driver::post_send(qp, wr, bad_wr);
+}
+
+int traced_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+  const int n = driver::poll_cq(cq, num_entries, wc);
+  if (n > 0) {
+    if (runtime::CpuTap* tap = runtime::process_cpu_tap()) {
+      tap->on_cpu(runtime::CpuEventKind::kPollHit, cq->handle, static_cast<uint32_t>(n));  // handle = CQN
+    }
+  }
+  return n;
+}
+
 }  // namespace
 
 void install_context_ops(verbs_context* vctx) {
@@ -164,6 +184,10 @@ void install_context_ops(verbs_context* vctx) {
 
   // Memory windows: alloc_mw is NULL-checked by ibv_alloc_mw; the other two are called unchecked.
   ibv_context_ops& ops = vctx->context.ops;
+  if (runtime::process_cpu_tap() != nullptr && ops.post_send == driver::post_send) {
+    ops.post_send = traced_post_send;
+    if (ops.poll_cq == driver::poll_cq) ops.poll_cq = traced_poll_cq;
+  }
   if (ops.alloc_mw == nullptr) {
     if (ops.bind_mw == nullptr) ops.bind_mw = bind_mw_unsupported;
     if (ops.dealloc_mw == nullptr) ops.dealloc_mw = dealloc_mw_unsupported;

@@ -3,6 +3,8 @@
 //   - load, with every event well-formed (name, ph, pid, tid; ts, cat, args for instant events);
 //   - name one process per device and its four tracks (metadata events);
 //   - have timestamps that never decrease along each track;
+//   - have a track per CPU thread that called into the library, whose post_send events come before
+//     the doorbell rings and doorbell TLPs they cause;
 //   - hold exactly the TLPs the counters counted: per device, type and cause, the same number of
 //     TLP events, payload bytes and wire bytes as SOFTHCA_STATS reports; and one packet event per
 //     packet sent (wire track) and received (HCA track);
@@ -30,6 +32,7 @@ constexpr int kTrackDownstream = 1;
 constexpr int kTrackUpstream = 2;
 constexpr int kTrackHca = 3;
 constexpr int kTrackWire = 4;
+constexpr int kCpuThreadsPid = 1'000'000;  // chrome_trace.h
 
 json load(const std::string& path) {
   std::ifstream in(path);
@@ -91,9 +94,11 @@ TEST_F(TraceJson, EveryEventIsWellFormed) {
       EXPECT_GE(e["ts"].get<double>(), 0.0);
       EXPECT_EQ(e.value("s", ""), "t");
       const std::string cat = e.value("cat", "");
-      ASSERT_TRUE(cat == "pcie" || cat == "packet") << cat;
+      ASSERT_TRUE(cat == "pcie" || cat == "packet" || cat == "cpu") << cat;
       const json& a = e["args"];
-      if (cat == "pcie") {
+      if (cat == "cpu") {
+        EXPECT_EQ(e["pid"], kCpuThreadsPid);
+      } else if (cat == "pcie") {
         EXPECT_TRUE(a.contains("type") && a.contains("cause") && a.contains("direction") && a.contains("wire_bytes"));
         EXPECT_EQ(e["name"], a["cause"].get<std::string>() + " " + a["type"].get<std::string>());
       } else {
@@ -113,7 +118,8 @@ TEST_F(TraceJson, EachDeviceIsAProcessWithFourNamedTracks) {
     if (e["name"] == "process_name") processes[e["pid"]] = e["args"]["name"];
     if (e["name"] == "thread_name") threads[{e["pid"], e["tid"]}] = e["args"]["name"];
   }
-  EXPECT_EQ(processes, (std::map<int, std::string>{{1, "softhca_0"}, {2, "softhca_1"}}));
+  EXPECT_EQ(processes,
+            (std::map<int, std::string>{{1, "softhca_0"}, {2, "softhca_1"}, {kCpuThreadsPid, "CPU threads"}}));
   for (int pid : {1, 2}) {
     EXPECT_EQ(threads[std::make_pair(pid, kTrackDownstream)], "PCIe downstream");
     EXPECT_EQ(threads[std::make_pair(pid, kTrackUpstream)], "PCIe upstream");
@@ -136,7 +142,10 @@ TEST_F(TraceJson, TimestampsNeverDecreaseAlongATrack) {
     }
     last[track] = ts;
   }
-  EXPECT_EQ(last.size(), 8u) << "every track of both devices has events";
+  size_t cpu_tracks = 0;
+  for (const auto& [track, ts] : last) cpu_tracks += track.first == kCpuThreadsPid ? 1 : 0;
+  EXPECT_EQ(cpu_tracks, 1u) << "the workload calls verbs from one thread";
+  EXPECT_EQ(last.size(), 8u + cpu_tracks) << "every track of both devices has events";
 }
 
 TEST_F(TraceJson, TlpEventsEqualTheCountersPerDeviceTypeAndCause) {
@@ -152,6 +161,7 @@ TEST_F(TraceJson, TlpEventsEqualTheCountersPerDeviceTypeAndCause) {
   for (const json& e : instant_events(trace_)) {
     const std::string dev = names[e["pid"]];
     const json& a = e["args"];
+    if (e["cat"] == "cpu") continue;
     if (e["cat"] == "pcie") {
       Cell& c = traced[{dev, a["type"], a["cause"]}];
       std::get<0>(c) += 1;
@@ -182,7 +192,54 @@ TEST_F(TraceJson, TlpEventsEqualTheCountersPerDeviceTypeAndCause) {
   }
 }
 
-TEST(TraceJsonBound, WithMaxEventsTheTraceKeepsTheLastEventsAndCountsTheDropped) {
+TEST_F(TraceJson, EachCpuThreadHasATrackWhosePostSendsPrecedeTheDoorbellsTheyCause) {
+  std::map<int, std::string> thread_names;
+  for (const json& e : trace_["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == kCpuThreadsPid) thread_names[e["tid"]] = e["args"]["name"];
+  }
+  ASSERT_EQ(thread_names.size(), 1u);
+  const int tid = thread_names.begin()->first;
+  EXPECT_EQ(thread_names.begin()->second, "thread " + std::to_string(tid));
+
+  // In file order (the order the recorder saw them): every doorbell TLP comes right after its
+  // thread's "ring doorbell" (same seq), which comes after a post_send of that thread not yet
+  // used by an earlier ring, no later in time.
+  std::map<std::string, size_t> counts;
+  const json* last_post = nullptr;
+  bool post_used = true;
+  const json* pending_ring = nullptr;
+  for (const json& e : instant_events(trace_)) {
+    const std::string name = e["name"];
+    if (e["cat"] == "cpu") {
+      ++counts[name];
+      EXPECT_EQ(e["tid"], tid);
+      if (name == "post_send") {
+        last_post = &e;
+        post_used = false;
+      } else if (name == "ring doorbell") {
+        ASSERT_NE(last_post, nullptr) << "a doorbell before any post_send: " << e.dump();
+        EXPECT_FALSE(post_used) << "two doorbells for one post_send: " << e.dump();
+        EXPECT_LE((*last_post)["ts"].get<double>(), e["ts"].get<double>());
+        post_used = true;
+        pending_ring = &e;
+      }
+      continue;
+    }
+    if (name == "doorbell MWr") {
+      ++counts[name];
+      ASSERT_NE(pending_ring, nullptr) << "a doorbell TLP without its ring: " << e.dump();
+      EXPECT_EQ((*pending_ring)["args"]["seq"], e["args"]["seq"]);
+      EXPECT_LE((*pending_ring)["ts"].get<double>(), e["ts"].get<double>());
+    }
+    pending_ring = nullptr;  // the TLP follows its ring at once
+  }
+  EXPECT_GT(counts["post_send"], 10u);
+  EXPECT_GT(counts["poll_cq hit"], 10u);
+  EXPECT_EQ(counts["ring doorbell"], counts["doorbell MWr"]);
+  EXPECT_GT(counts["doorbell MWr"], 0u);
+}
+
+TEST_F(TraceJson, WithMaxEventsTheTraceKeepsTheLastEventsAndCountsTheDropped) {
   constexpr uint64_t kMax = 50;
   const ObserveRun run = run_observe_workload(OBSERVE_WORKLOAD, "SOFTHCA_TRACE_MAX_EVENTS=" + std::to_string(kMax));
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -195,14 +252,25 @@ TEST(TraceJsonBound, WithMaxEventsTheTraceKeepsTheLastEventsAndCountsTheDropped)
     for (const json& t : d["pcie"]["tlps"]) total += t["tlps"].get<uint64_t>();
     total += d["packets"]["sent"].get<uint64_t>() + d["packets"]["received"].get<uint64_t>();
   }
+  // ... and the CPU events: as many as the unbounded run of the same (single-threaded) workload.
+  const std::vector<json> all = instant_events(trace_);
+  uint64_t cpu = 0;
+  for (const json& e : all) cpu += e["cat"] == "cpu" ? 1 : 0;
   const std::vector<json> events = instant_events(trace);
   EXPECT_EQ(events.size(), kMax);
   EXPECT_EQ(trace["otherData"]["max_events"], kMax);
-  EXPECT_EQ(trace["otherData"]["dropped_events"], total - kMax);
-  // The last event of the run is the UD receive completion's CQE on softhca_1.
+  EXPECT_EQ(trace["otherData"]["dropped_events"], total + cpu - kMax);
+  // The last event of the run is the poll that found the UD receive completion, whose CQE on
+  // softhca_1 is the last TLP.
   ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back()["name"], "cqe_write MWr");
-  EXPECT_EQ(events.back()["pid"], 2);
+  EXPECT_EQ(events.back()["name"], all.back()["name"]);
+  EXPECT_EQ(events.back()["name"], "poll_cq hit");
+  const json* last_tlp = nullptr;
+  for (const json& e : events)
+    if (e["cat"] == "pcie") last_tlp = &e;
+  ASSERT_NE(last_tlp, nullptr);
+  EXPECT_EQ((*last_tlp)["name"], "cqe_write MWr");
+  EXPECT_EQ((*last_tlp)["pid"], 2);
   if (!HasFailure()) remove_run_files(run);
 }
 

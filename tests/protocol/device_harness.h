@@ -80,6 +80,7 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
   uint64_t buf_addr() const { return addr(buf_.data()); }
   uint32_t key() const { return key_; }
   uint32_t qpn() const { return qpn_; }
+  hwif::QpType type() const { return type_; }
 
   // RESET -> INIT -> RTR -> RTS with the given PSNs; peer at kPeerLid/kPeerQpn.
   int connect(uint32_t sq_psn, uint32_t rq_psn, uint8_t rnr_retry = 7, uint8_t retry_cnt = 7,
@@ -140,6 +141,21 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
     std::memcpy(w + off, &d, 16);
     ++sq_pi_;
     device_.mmio_write(uar_page_offset(0) + bfreg_offset(1), w, kDoorbellBytes);
+  }
+
+  // A hostile or broken driver: writes a SEND WQE whose control segment claims `claimed_ds`
+  // 16-byte units, but rings the doorbell for one basic block only.
+  void post_overlong(uint32_t claimed_ds) {
+    using namespace hwif;
+    uint8_t* w = sq_.data() + (sq_pi_ & ((1u << kLogSqBbs) - 1)) * kSendWqeBbBytes;
+    std::memset(w, 0, kSendWqeBbBytes);
+    CtrlSeg c{};
+    c.set(WqeOpcode::kSend, sq_pi_, qpn_, claimed_ds, kCtrlCqUpdate);
+    std::memcpy(w, &c, 16);
+    CtrlSeg rung = c;
+    rung.set(WqeOpcode::kSend, sq_pi_, qpn_, 1, kCtrlCqUpdate);  // the doorbell says: one block
+    ++sq_pi_;
+    device_.mmio_write(uar_page_offset(0) + bfreg_offset(1), &rung, kDoorbellBytes);
   }
 
   void post_recv(uint32_t len, uint32_t offset = 0) {

@@ -68,7 +68,7 @@ void Requester::pump(const SendRecord* hint) {
       send_request_packet(*r, index);
       rq.tx_psn = psn_add(rq.tx_psn, 1);
     }
-    if (resend) ++dev_.stats_.retransmitted_packets;
+    if (resend) ++dev_.stats_.retransmitted_packets, ++qp_.counters.retransmitted;
     if (psn_cmp(rq.tx_psn, rq.max_sent_psn) > 0) rq.max_sent_psn = rq.tx_psn;
   }
   if (rc && rq.una_psn != rq.tx_psn) arm_ack_timer();
@@ -218,10 +218,39 @@ SendRecord* Requester::record_for_psn(uint32_t psn) {
   return nullptr;
 }
 
+const SendRecord* Requester::unanswered_before(uint32_t psn) {
+  if (qp_.req.outstanding_rd == 0) return nullptr;
+  for (uint16_t bb = qp_.req.complete; bb != qp_.req.exec;) {
+    const SendRecord& r = dev_.record(qp_, bb);
+    if (r.npkts > 0 && psn_cmp(r.first_psn, psn) >= 0) return nullptr;
+    if ((r.wqe.is_read() || r.wqe.is_atomic()) && !r.response_done) return &r;
+    bb = static_cast<uint16_t>(bb + r.wqe.bbs);
+  }
+  return nullptr;
+}
+
 void Requester::acknowledge(uint32_t psn, bool settle) {
-  const uint32_t next = psn_add(psn, 1);
+  uint32_t next = psn_add(psn, 1);
   // Only ACKs inside the window [una, next_psn] move things on; others are stale or bogus.
   if (psn_cmp(next, qp_.req.una_psn) <= 0 || psn_cmp(next, qp_.req.next_psn) > 0) return;
+  // An ACK past a READ or atomic whose response has not (all) arrived says the response was lost
+  // (IBA 9.7, an implied NAK; the responder executed the request, then later ones): the window
+  // stops at the first missing response, and from there everything is sent again. The READ
+  // resumes after what arrived; a repeated atomic is answered from the responder's replay cache.
+  if (const SendRecord* r = unanswered_before(next)) {
+    const uint32_t missing = psn_add(r->first_psn, r->resp_received);
+    if (psn_cmp(missing, next) < 0) {
+      next = psn_cmp(missing, qp_.req.una_psn) < 0 ? qp_.req.una_psn : missing;
+      if (qp_.req.implied_nak_psn != missing) {
+        qp_.req.implied_nak_psn = missing;
+        qp_.req.tx_psn = next;
+      }
+    }
+  }
+  if (next == qp_.req.una_psn) {
+    if (settle) pump();  // the implied NAK's go-back-N
+    return;
+  }
   qp_.req.una_psn = next;
   if (psn_cmp(qp_.req.tx_psn, next) < 0) qp_.req.tx_psn = next;
   qp_.req.retries_left = qp_.attr.retry_cnt;
@@ -272,9 +301,13 @@ void Requester::fail_at(uint32_t psn, CqeSyndrome syndrome) {
     if (r.wqe.signaled) done.send_done(qp_, r.wqe);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + r.wqe.bbs);
   }
-  if (failing != nullptr && &dev_.record(qp_, qp_.req.complete) == failing) {
-    done.send_error(qp_, failing->wqe, syndrome);
-    qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + failing->wqe.bbs);
+  // The error is reported on the oldest WQE not done (the one that failed, or an earlier one whose
+  // response never came): completions stay in order and the first one that is not a success says
+  // why the QP failed, never a flush.
+  if (qp_.req.complete != qp_.req.exec) {
+    SendRecord& head = dev_.record(qp_, qp_.req.complete);
+    done.send_error(qp_, head.wqe, syndrome);
+    qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + head.wqe.bbs);
   }
   dev_.enter_error(qp_);
 }
@@ -285,6 +318,8 @@ void Requester::on_timer(bool rnr_wait) {
     ++dev_.stats_.timeouts;
     if (qp_.req.retries_left == 0) return fail_at(qp_.req.una_psn, CqeSyndrome::kRetryExcErr);
     --qp_.req.retries_left;
+    qp_.req.implied_nak_psn = ResponderState::kNoPsn;  // what was sent again may be lost again
+    qp_.req.nak_psn = ResponderState::kNoPsn;
   }
   retransmit_from(qp_.req.una_psn);
   SendPipeline(dev_, qp_).run();  // WQEs that waited out the RNR timer
@@ -319,6 +354,10 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
     switch (static_cast<NakCode>(fabric::syndrome_value(syn))) {
       case NakCode::kPsnSequenceError:
         if (qp_.req.rnr_wait) return;  // the packets after an RNR NAKed one: sent again later
+        // The responder NAKs a gap once (responder.cc): the same PSN again, with no progress between,
+        // is a copy of that NAK; going back again would only cost a retry.
+        if (qp_.req.nak_psn == psn) return;
+        qp_.req.nak_psn = psn;
         // Each go-back-N costs a retry (IBA 9.7.5.2.1), so a storm of NAKs ends.
         if (qp_.req.retries_left == 0) return fail_at(psn, CqeSyndrome::kRetryExcErr);
         --qp_.req.retries_left;
@@ -333,6 +372,13 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
 
   SendRecord* r = record_for_psn(psn);
   if (r == nullptr || r->response_done) return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+  // Responses come in PSN order (IBA 9.7): one for a later READ or atomic while an earlier one
+  // still waits for its own says that one's response was lost (implied NAK). Taking it anyway would
+  // let more atomics in flight than the responder's replay ring remembers.
+  if (unanswered_before(r->first_psn) != nullptr) {
+    acknowledge(psn);
+    return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+  }
   if (info.kind == OpKind::kAtomicAcknowledge && r->wqe.is_atomic() && f.atomic_ack) {
     const uint64_t value = f.atomic_ack->orig;  // the target's original value, in host order
     if (!scatter(r->wqe, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&value), 8)))

@@ -36,6 +36,8 @@ class Requester {
   // WQEs and sending more wait for the next acknowledge() (a later ACK already queued).
   void acknowledge(uint32_t psn, bool settle = true);
   [[nodiscard]] bool is_done(const SendRecord& r) const;
+  // The oldest READ or atomic before psn whose response has not all arrived, or null.
+  const SendRecord* unanswered_before(uint32_t psn);
   void complete_acked();
   void retransmit_from(uint32_t psn);
   void fail_at(uint32_t psn, hwif::CqeSyndrome syndrome);

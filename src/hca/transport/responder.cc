@@ -19,6 +19,10 @@ constexpr uint32_t kGrhSlotBytes = 40;  // UD receive buffers start with room fo
 
 uint32_t Responder::mtu() const { return mtu_bytes(qp_.attr.path_mtu); }
 
+uint32_t Responder::replay_slots() const {
+  return std::clamp<uint32_t>(qp_.attr.max_dest_rd_atomic, 1, ResponderState::kAtomicReplaySlots);
+}
+
 uint32_t Responder::pdn_for_recv() const {
   if (qp_.srqn == kNoSrq) return qp_.pdn;
   const SharedReceiveQueue* srq = dev_.srqs_.find(qp_.srqn);
@@ -257,8 +261,9 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
     return Placed::kAccess;
   }
   const uint64_t orig = *result;
-  qp_.resp.last_atomic_psn = f.psn.value();
-  qp_.resp.last_atomic_orig = orig;
+  ResponderState& st = qp_.resp;
+  st.atomic_replay[st.atomic_replay_next % replay_slots()] = ResponderState::AtomicReplay{f.psn.value(), orig};
+  st.atomic_replay_next = (st.atomic_replay_next + 1) % replay_slots();
   fabric::PacketFields r;
   fill_reply_route(r, f);
   r.opcode = BthOpcode::kRcAtomicAcknowledge;
@@ -294,15 +299,21 @@ void Responder::rc_duplicate(const fabric::PacketFields& f) {
     execute_read(f);  // READs are idempotent: answer again
     return;
   }
-  if ((info.kind == OpKind::kCompareSwap || info.kind == OpKind::kFetchAdd) && f.psn.value() == qp_.resp.last_atomic_psn) {
-    fabric::PacketFields r;
-    fill_reply_route(r, f);
-    r.opcode = BthOpcode::kRcAtomicAcknowledge;
-    r.psn = f.psn;
-    r.aeth = fabric::AethFields{ack_syndrome(), qp_.resp.msn};
-    r.atomic_ack = fabric::AtomicAckFields{qp_.resp.last_atomic_orig};  // never execute an atomic twice
-    dev_.transmit(r, {});
-    return;
+  if (info.kind == OpKind::kCompareSwap || info.kind == OpKind::kFetchAdd) {
+    // Never execute an atomic twice: the saved result answers it (IBA 9.7). One that is
+    // no longer saved is too old to be awaited (the requester's window has moved past it).
+    for (uint32_t i = 0; i < replay_slots(); ++i) {
+      const ResponderState::AtomicReplay& saved = qp_.resp.atomic_replay[i];
+      if (saved.psn != f.psn.value()) continue;
+      fabric::PacketFields r;
+      fill_reply_route(r, f);
+      r.opcode = BthOpcode::kRcAtomicAcknowledge;
+      r.psn = f.psn;
+      r.aeth = fabric::AethFields{ack_syndrome(), qp_.resp.msn};
+      r.atomic_ack = fabric::AtomicAckFields{saved.orig};
+      dev_.transmit(r, {});
+      return;
+    }
   }
   // Anything else: acknowledge what has arrived so far (IBA 9.7.5.1.1).
   send_ack(psn_add(qp_.resp.epsn, Psn::kMask), ack_syndrome());

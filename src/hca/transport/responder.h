@@ -50,6 +50,8 @@ class Responder {
   void fill_reply_route(fabric::PacketFields& reply, const fabric::PacketFields& req) const;
   [[nodiscard]] uint32_t mtu() const;
   [[nodiscard]] uint32_t pdn_for_recv() const;
+  // Slots of the atomic replay ring in use: max_dest_rd_atomic (at least 1).
+  [[nodiscard]] uint32_t replay_slots() const;
 
   Device& dev_;
   QueuePair& qp_;
