@@ -55,6 +55,13 @@ CounterSnapshot CounterSnapshot::operator-(const CounterSnapshot& base) const {
   return d;
 }
 
+CounterSnapshot& CounterSnapshot::operator+=(const CounterSnapshot& other) {
+  for (size_t t = 0; t < cells_.size(); ++t) {
+    for (size_t c = 0; c < cells_[t].size(); ++c) cells_[t][c] += other.cells_[t][c];
+  }
+  return *this;
+}
+
 std::string CounterSnapshot::to_json() const {
   nlohmann::json tlps = nlohmann::json::array();
   for (int t = 0; t < kTlpTypeCount; ++t) {
@@ -78,7 +85,7 @@ std::string CounterSnapshot::to_json() const {
 }
 
 void Counters::on_tlp(const Tlp& tlp) {
-  AtomicCell& cell = cells_[static_cast<size_t>(tlp.type)][static_cast<size_t>(tlp.cause)];
+  CounterCells::Cell& cell = cells_->cells[static_cast<size_t>(tlp.type)][static_cast<size_t>(tlp.cause)];
   cell.tlps.fetch_add(1, std::memory_order_relaxed);
   cell.payload_bytes.fetch_add(tlp.payload_bytes, std::memory_order_relaxed);
   cell.wire_bytes.fetch_add(tlp.wire_bytes, std::memory_order_relaxed);
@@ -86,17 +93,17 @@ void Counters::on_tlp(const Tlp& tlp) {
 
 void Counters::on_tlp_run(const TlpRun& run) {
   if (run.tlps == 0) return;
-  AtomicCell& cell = cells_[static_cast<size_t>(run.type)][static_cast<size_t>(run.cause)];
+  CounterCells::Cell& cell = cells_->cells[static_cast<size_t>(run.type)][static_cast<size_t>(run.cause)];
   cell.tlps.fetch_add(run.tlps, std::memory_order_relaxed);
   cell.payload_bytes.fetch_add(run.payload_bytes, std::memory_order_relaxed);
   cell.wire_bytes.fetch_add(run.wire_bytes, std::memory_order_relaxed);
 }
 
-CounterSnapshot Counters::snapshot() const {
+CounterSnapshot CounterCells::snapshot() const {
   CounterSnapshot s;
   for (int t = 0; t < kTlpTypeCount; ++t) {
     for (int c = 0; c < kTlpCauseCount; ++c) {
-      const AtomicCell& a = cells_[static_cast<size_t>(t)][static_cast<size_t>(c)];
+      const Cell& a = cells[static_cast<size_t>(t)][static_cast<size_t>(c)];
       CounterCell& out = s.at(static_cast<TlpType>(t), static_cast<TlpCause>(c));
       out.tlps = a.tlps.load(std::memory_order_relaxed);
       out.payload_bytes = a.payload_bytes.load(std::memory_order_relaxed);
@@ -106,9 +113,9 @@ CounterSnapshot Counters::snapshot() const {
   return s;
 }
 
-void Counters::reset() {
-  for (auto& row : cells_) {
-    for (auto& a : row) {
+void CounterCells::reset() {
+  for (auto& row : cells) {
+    for (Cell& a : row) {
       a.tlps.store(0, std::memory_order_relaxed);
       a.payload_bytes.store(0, std::memory_order_relaxed);
       a.wire_bytes.store(0, std::memory_order_relaxed);

@@ -18,7 +18,7 @@ namespace softhca::runtime {
 
 namespace {
 constexpr uint64_t kMagic = 0x534f'4654'4843'4131ull;  // "SOFTHCA1"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: PCIe counters in the slot data (slot_data.h)
 constexpr size_t kPage = 4096;
 constexpr size_t kCacheLine = 64;
 // Attach retries when the file is unlinked between open() and flock() by the last process leaving.
@@ -402,6 +402,8 @@ void* HostSegment::slot_data(uint32_t slot) const {
   if (slot == 0 || slot > kMaxSlots) return nullptr;
   return base_ + header_->slot_data_offset + header_->slot_data_stride * slot;
 }
+
+size_t HostSegment::slot_data_bytes() const { return header_->slot_data_bytes; }
 
 pid_t HostSegment::pid_of(uint32_t slot) const {
   if (slot == 0 || slot > kMaxSlots) return 0;

@@ -101,6 +101,9 @@ class HostSegment {
   [[nodiscard]] size_t device_bytes() const;
   // Slot s's data block (slot_data_bytes long), s in 1..kMaxSlots.
   [[nodiscard]] void* slot_data(uint32_t slot) const;
+  // How long each slot's data block is, as the segment was formatted (a reader built from other
+  // sources must check it before it reads a block).
+  [[nodiscard]] size_t slot_data_bytes() const;
 
   // The pid and start time of an occupied slot, 0 when the slot is free or out of range.
   [[nodiscard]] pid_t pid_of(uint32_t slot) const;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -24,6 +25,7 @@
 #include "runtime/irq_socket.h"
 #include "runtime/shared_kernel.h"
 #include "runtime/shared_memory.h"
+#include "runtime/slot_data.h"
 #include "runtime/stats_json.h"
 
 namespace softhca::runtime {
@@ -162,7 +164,8 @@ class SharedRuntime::Impl final : public DeviceSlot,
   std::unique_ptr<IrqSockets> irq_;
   std::unique_ptr<SharedKernel> kernel_;
   std::unique_ptr<SharedBridge> bridge_;
-  pcie::Counters counters_;
+  pcie::Counters counters_;  // into this process's slot of the segment while attached
+  std::optional<pcie::CounterSnapshot> pcie_at_detach_;
   std::atomic<uint64_t> seq_{0};
   // Under the device lock: this process's view of the wire while it runs the device.
   fabric::InprocCarrier loopback_;
@@ -223,7 +226,7 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   so.host = options_.names.host;
   // Every process must size the region alike: the caps decide it, never the LID.
   so.device_bytes = hca::Device::default_region_bytes(config_for(1));
-  so.slot_data_bytes = sizeof(RangeTable);
+  so.slot_data_bytes = sizeof(SlotData);
   so.assign_identity = [&](uint16_t& lid, uint64_t& guid) {
     lid = registry_.register_host(options_.names.host);
     if (lid == 0) return false;
@@ -246,9 +249,13 @@ bool SharedRuntime::Impl::attach(std::string& error) {
 
   const uint32_t me = segment_->my_slot();
   HostSegment* seg = segment_.get();
-  publisher_ = std::make_unique<MemoryPublisher>(*static_cast<RangeTable*>(seg->slot_data(me)), me);
+  auto* mine = static_cast<SlotData*>(seg->slot_data(me));
+  publisher_ = std::make_unique<MemoryPublisher>(mine->ranges, me);
   peers_ = std::make_unique<PeerMemory>(
-      me, [seg](uint32_t s) { return seg->pid_of(s) != 0 ? static_cast<const RangeTable*>(seg->slot_data(s)) : nullptr; },
+      me,
+      [seg](uint32_t s) {
+        return seg->pid_of(s) != 0 ? &static_cast<const SlotData*>(seg->slot_data(s))->ranges : nullptr;
+      },
       [seg](uint32_t s) { return seg->pid_of(s); });
   irq_ = std::make_unique<IrqSockets>(seg->instance(), me, seg->start_time_of(me),
                                       [seg](uint32_t s) { return seg->start_time_of(s); });
@@ -269,6 +276,8 @@ bool SharedRuntime::Impl::attach(std::string& error) {
       return false;
     }
   }
+  // Attached for good: count where `softhca stats --live` reads.
+  counters_.count_into(mine->pcie);
   host_port_ = std::make_unique<pcie::HostPort>(static_cast<hwif::MmioTarget&>(*this), static_cast<pcie::TlpSink&>(*this),
                                                 device_->config().pcie);
   loopback_.attach(segment_->lid(), static_cast<fabric::PacketReceiver*>(this));
@@ -371,6 +380,9 @@ void SharedRuntime::Impl::detach() {
     device_->reclaim(segment_->my_slot());
     detached_ = true;
   }
+  // The slot's block is zeroed and may go to another process: keep this process's counts here.
+  pcie_at_detach_ = counters_.snapshot();
+  counters_.count_into_own();
   const std::string host = options_.names.host;
   segment_->detach(false, [this, &host] { registry_.remove_host(host); });
 }
@@ -650,7 +662,7 @@ void SharedRuntime::Impl::dump_stats(const std::string& path) {
                         {"host", options_.names.host},
                         {"fabric", options_.names.fabric},
                         {"slot", segment_->my_slot()},
-                        {"pcie", nlohmann::json::parse(counters_.snapshot().to_json())},
+                        {"pcie", nlohmann::json::parse(pcie_at_detach_.value_or(counters_.snapshot()).to_json())},
                         {"packets", packet_stats_json(s)},
                         {"qps", std::move(qps)},
                         {"carrier",

@@ -17,7 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pcie/counters.h"
 #include "runtime/host_segment.h"
+#include "runtime/slot_data.h"
 #include "runtime/stats_json.h"
 
 namespace softhca::tools {
@@ -167,7 +169,7 @@ void print_device(std::ostream& out, const json& d) {
   if (d.contains("pcie")) {
     print_pcie(out, d);
   } else {
-    out << "  PCIe: counted per process, not in the host's shared state (SOFTHCA_STATS=FILE has them)\n\n";
+    out << "  PCIe: none in this dump\n\n";
   }
 
   const json& p = d["packets"];
@@ -193,11 +195,21 @@ json live_dump(const StatsOptions& o, std::string& error) {
   const std::unique_ptr<runtime::HostSegment> seg = runtime::HostSegment::open_read_only(path, error);
   if (seg == nullptr) return json();
   const hca::DeviceRegion region{seg->device_region(), seg->device_bytes()};
+  if (seg->slot_data_bytes() < sizeof(runtime::SlotData)) {
+    error = path + " was made by another softhca build (its process slots are too small)";
+    return json();
+  }
+  // The PCIe counters of every process of the host, summed: each counts its own threads' device work.
+  pcie::CounterSnapshot pcie;
+  for (uint32_t s = 1; s <= runtime::kMaxSlots; ++s) {
+    if (seg->pid_of(s) != 0) pcie += static_cast<const runtime::SlotData*>(seg->slot_data(s))->pcie.snapshot();
+  }
   json dev = {{"device", "softhca_0"},
               {"host", o.host},
               {"fabric", o.fabric},
               {"lid", seg->lid()},
               {"processes", seg->live_slots()},
+              {"pcie", json::parse(pcie.to_json())},
               {"packets", runtime::packet_stats_json(runtime::region_packet_stats(region))},
               {"qps", runtime::qp_stats_json(region)}};
   return json{{"devices", json::array({std::move(dev)})}};
@@ -254,8 +266,8 @@ void add_stats_command(CLI::App& app) {
       "FILE is what a program run with SOFTHCA_STATS=FILE wrote at exit: per device, the PCIe\n"
       "transactions by type and cause (TLPs, payload and wire bytes), the packet counters and\n"
       "one row per QP (packets, bytes, drops, retransmissions, NAKs, doorbells, CQEs).\n"
-      "--live reads the same, but the PCIe counters (per process), from the host device that\n"
-      "processes are using now (its segment in /dev/shm, read-only).");
+      "--live reads the same from the host device that processes are using now (its segment in\n"
+      "/dev/shm, read-only), the PCIe counters summed over the host's processes.");
   CLI::Option* file = sub->add_option("FILE", opts->path, "A SOFTHCA_STATS dump");
   CLI::Option* live = sub->add_flag("--live", opts->live, "Read the counters of the running host device instead of a file");
   file->excludes(live);

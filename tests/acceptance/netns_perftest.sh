@@ -16,29 +16,9 @@ lib_dir=${2:?}
 program=${3:?}
 shift 3
 [[ -x $program ]] || { echo "SKIP: $program is not installed"; exit 77; }
-[[ $(id -u) -eq 0 ]] || { echo "SKIP: network namespaces need root"; exit 77; }
-command -v ip >/dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
 preload_sanitizer_runtime "$lib_dir"
 perftest_parse_args "$program" "$@"
-
-tag=$(( $$ % 60000 ))
-ns_a="shpt${tag}a"; ns_b="shpt${tag}b"
-net="10.$(( 100 + tag / 250 % 100 )).$(( tag % 250 ))"
-cleanup_ns() {
-  kill_started
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-}
-trap cleanup_ns EXIT
-if ! ip netns add "$ns_a" 2>/dev/null || ! ip netns add "$ns_b" 2>/dev/null; then
-  echo "SKIP: cannot create network namespaces here"
-  exit 77
-fi
-ip link add "vpt${tag}a" netns "$ns_a" type veth peer name "vpt${tag}b" netns "$ns_b" || exit 1
-ip -n "$ns_a" addr add "$net.1/24" dev "vpt${tag}a" && ip -n "$ns_a" link set "vpt${tag}a" up &&
-  ip -n "$ns_a" link set lo up || exit 1
-ip -n "$ns_b" addr add "$net.2/24" dev "vpt${tag}b" && ip -n "$ns_b" link set "vpt${tag}b" up &&
-  ip -n "$ns_b" link set lo up || exit 1
+make_two_namespaces shpt
 
 readonly run_timeout=120
 fabric="nspt$$"

@@ -52,3 +52,33 @@ leftover_shm() {
   echo "$left"
   return 1
 }
+
+# make_two_namespaces PREFIX: two network namespaces joined by a veth pair, as two hosts of one
+# subnet. Sets ns_a, ns_b (names) and net (the first three octets; host a is $net.1, b is $net.2),
+# removes both on exit (with every process started). Exits 77 (skipped) when not root, when
+# iproute2 is missing or when this kernel or container cannot create namespaces; 1 when the veth
+# pair cannot be set up.
+make_two_namespaces() {
+  local prefix=$1 tag
+  [[ $(id -u) -eq 0 ]] || { echo "SKIP: network namespaces need root"; exit 77; }
+  command -v ip >/dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
+  tag=$(( $$ % 60000 ))
+  ns_a="${prefix}${tag}a"; ns_b="${prefix}${tag}b"
+  net="10.$(( 100 + tag / 250 % 100 )).$(( tag % 250 ))"
+  trap cleanup_namespaces EXIT
+  if ! ip netns add "$ns_a" 2>/dev/null || ! ip netns add "$ns_b" 2>/dev/null; then
+    echo "SKIP: cannot create network namespaces here"
+    exit 77
+  fi
+  local va="v${prefix}${tag}a" vb="v${prefix}${tag}b"
+  ip link add "$va" netns "$ns_a" type veth peer name "$vb" netns "$ns_b" || exit 1
+  ip -n "$ns_a" addr add "$net.1/24" dev "$va" && ip -n "$ns_a" link set "$va" up &&
+    ip -n "$ns_a" link set lo up || exit 1
+  ip -n "$ns_b" addr add "$net.2/24" dev "$vb" && ip -n "$ns_b" link set "$vb" up &&
+    ip -n "$ns_b" link set lo up || exit 1
+}
+cleanup_namespaces() {
+  kill_started
+  ip netns del "$ns_a" 2>/dev/null
+  ip netns del "$ns_b" 2>/dev/null
+}
