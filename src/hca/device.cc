@@ -309,7 +309,7 @@ void Device::drain_loopback() {
     const LoopedPacket& p = *loop_ring_[loop_head_];
     ++stats_.packets_received;
     stats_.bytes_received += p.wire_bytes;
-    accept(p.fields, std::span<const uint8_t>(p.data, p.payload_bytes));
+    accept(p.fields, std::span<const uint8_t>(p.data, p.payload_bytes), p.wire_bytes);
     loop_head_ = (loop_head_ + 1) & (loop_ring_.size() - 1);
     --loop_count_;
   }
@@ -347,25 +347,26 @@ void Device::receive(std::span<const uint8_t> packet) {
   if (!decode(packet, f, payload)) {
     stats_.drop(DropReason::kMalformed);
   } else {
-    accept(f, payload);
+    accept(f, payload, packet.size());
   }
   end_entry();
 }
 
-void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
+void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes) {
   if (!addressed_here(f)) return stats_.drop(DropReason::kWrongLid);  // Ethernet: not our GID
   QueuePair* qp = qps_.find(f.dest_qp.value());
   if (qp == nullptr) return stats_.drop(DropReason::kUnknownQp);
   QpCounters& c = qp->counters;
+  const auto drop_at_qp = [&](DropReason why) {
+    ++c.packets_dropped;
+    stats_.drop(why);
+  };
   const QpState s = qp->state();
-  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr)
-    return ++c.packets_dropped, stats_.drop(DropReason::kUnknownQp);
-  if (!matches_transport(f.opcode, qp->type))
-    return ++c.packets_dropped, stats_.drop(DropReason::kWrongTransport);
-  if ((f.pkey & 0x7fff) != (config_.port.pkeys[qp->attr.pkey_index] & 0x7fff))
-    return ++c.packets_dropped, stats_.drop(DropReason::kBadPkey);
+  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return drop_at_qp(DropReason::kUnknownQp);
+  if (!matches_transport(f.opcode, qp->type)) return drop_at_qp(DropReason::kWrongTransport);
+  if ((f.pkey & 0x7fff) != (config_.port.pkeys[qp->attr.pkey_index] & 0x7fff)) return drop_at_qp(DropReason::kBadPkey);
   ++c.packets_received;
-  c.bytes_received += wire_size(f, payload.size());
+  c.bytes_received += wire_bytes;
   const QpScope scope(*this, *qp);  // its ACKs, responses and the sends an ACK lets out count for it
   if (is_response(f.opcode)) {
     if (f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++c.naks_received;

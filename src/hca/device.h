@@ -181,8 +181,9 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // cumulative ACK can be left to it. Nothing otherwise.
   [[nodiscard]] std::optional<uint32_t> next_looped_ack(const fabric::PacketFields& current) const;
   // A packet that arrived (off the wire or looped back): address, QP and P_Key checks, then the
-  // requester or responder.
-  void accept(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  // requester or responder. `wire_bytes`: its size as received (looped back: as it would have been
+  // on the wire).
+  void accept(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes);
 
   // ---- the port's wire format (device_wire.cc): native IB on InfiniBand, RoCEv2 on Ethernet ----
   [[nodiscard]] bool ethernet() const;

@@ -68,7 +68,10 @@ void Requester::pump(const SendRecord* hint) {
       send_request_packet(*r, index);
       rq.tx_psn = psn_add(rq.tx_psn, 1);
     }
-    if (resend) ++dev_.stats_.retransmitted_packets, ++qp_.counters.retransmitted;
+    if (resend) {
+      ++dev_.stats_.retransmitted_packets;
+      ++qp_.counters.retransmitted;
+    }
     if (psn_cmp(rq.tx_psn, rq.max_sent_psn) > 0) rq.max_sent_psn = rq.tx_psn;
   }
   if (rc && rq.una_psn != rq.tx_psn) arm_ack_timer();
