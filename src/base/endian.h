@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace softhca {
 
@@ -16,11 +17,22 @@ class BigEndian {
   constexpr BigEndian() = default;
   constexpr explicit BigEndian(T v) { set(v); }
   [[nodiscard]] constexpr T get() const {
+    if (!std::is_constant_evaluated() && std::endian::native == std::endian::little) {
+      // One load and a byte swap: the byte loop below is not always recognised as one.
+      T v;
+      std::memcpy(&v, b_, sizeof(T));
+      return swap(v);
+    }
     T v = 0;
     for (size_t i = 0; i < sizeof(T); ++i) v = static_cast<T>((v << 8) | b_[i]);
     return v;
   }
   constexpr void set(T v) {
+    if (!std::is_constant_evaluated() && std::endian::native == std::endian::little) {
+      const T s = swap(v);
+      std::memcpy(b_, &s, sizeof(T));
+      return;
+    }
     for (size_t i = sizeof(T); i-- > 0;) {
       b_[i] = static_cast<uint8_t>(v & 0xff);
       if constexpr (sizeof(T) > 1) v = static_cast<T>(v >> 8);
@@ -30,6 +42,17 @@ class BigEndian {
   constexpr bool operator==(const BigEndian&) const = default;
 
  private:
+  static T swap(T v) {
+    if constexpr (sizeof(T) == 1) {
+      return v;
+    } else if constexpr (sizeof(T) == 2) {
+      return __builtin_bswap16(v);
+    } else if constexpr (sizeof(T) == 4) {
+      return __builtin_bswap32(v);
+    } else {
+      return __builtin_bswap64(v);
+    }
+  }
   uint8_t b_[sizeof(T)]{};
 };
 

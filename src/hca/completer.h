@@ -34,8 +34,9 @@ class Completer {
   void recv_done(QueuePair& qp, const RecvInfo& info);
   void recv_error(QueuePair& qp, uint16_t wqe_counter, hwif::CqeSyndrome syndrome);
 
-  // CQ arm doorbell: request an event for the next (solicited) CQE after consumer index ci.
-  void arm(CompletionQueue& cq, uint32_t cqn, bool solicited_only, uint32_t ci);
+  // CQ arm doorbell: request an event for the next (solicited) CQE written from now on. The
+  // doorbell's consumer index is not needed for that (completer.cc says why).
+  void arm(CompletionQueue& cq, bool solicited_only);
 
  private:
   void write(uint32_t cqn, const hwif::Cqe64& cqe, bool solicited, bool is_error);

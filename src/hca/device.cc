@@ -169,8 +169,7 @@ void Device::on_cq_arm(uint32_t, uint64_t, const uint8_t* data, size_t len) {
   const auto words = load_as<std::array<Be32, 2>>(data);
   CompletionQueue* cq = cqs_.find(words[1].get() & 0xffffff);
   if (cq == nullptr) return;
-  const uint32_t hi = words[0].get();
-  Completer(*this).arm(*cq, words[1].get() & 0xffffff, (hi & kCqArmSolicited) != 0, hi & 0xffffff);
+  Completer(*this).arm(*cq, (words[0].get() & kCqArmSolicited) != 0);
 }
 
 // ---- timers -----------------------------------------------------------------------------------
@@ -245,8 +244,10 @@ void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> pa
     ++stats_.packets_sent;
     stats_.bytes_sent += n;
     count_qp_sent(tx_qp_, f, n);
+    if (merge_looped_ack(f, n)) return;
     LoopedPacket& p = loop_tail();
     p.fields = f;
+    p.packets = 1;
     p.wire_bytes = static_cast<uint32_t>(n);
     p.payload_bytes = static_cast<uint32_t>(payload.size());
     p.data = payload.data();
@@ -267,11 +268,6 @@ void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> pa
 
 // ---- internal loopback ------------------------------------------------------------------------
 
-bool Device::loops_back(const fabric::PacketFields& f) const {
-  // Ethernet: a packet to one of our own GIDs (our IP address) never reaches the network.
-  return internal_loopback_ && (ethernet() || f.has_lrh) && addressed_here(f);
-}
-
 uint8_t* Device::payload_buffer_for(const fabric::PacketFields& f) {
   return loops_back(f) ? loop_tail().payload.data() : payload_buf_.data();
 }
@@ -286,6 +282,29 @@ Device::LoopedPacket& Device::loop_tail() {
     loop_head_ = 0;
   }
   return *loop_ring_[(loop_head_ + loop_count_) & (loop_ring_.size() - 1)];  // sizes are powers of 2
+}
+
+namespace {
+bool is_positive_ack(const fabric::PacketFields& f) {
+  return f.opcode == fabric::BthOpcode::kRcAcknowledge && f.aeth && fabric::is_ack(f.aeth->syndrome);
+}
+bool same_route(const fabric::PacketFields& a, const fabric::PacketFields& b) {
+  return a.dest_qp == b.dest_qp && a.dlid == b.dlid && a.slid == b.slid && a.pkey == b.pkey && a.sl == b.sl && a.vl == b.vl &&
+         a.has_lrh == b.has_lrh && a.grh == b.grh;
+}
+}  // namespace
+
+bool Device::merge_looped_ack(const fabric::PacketFields& f, size_t wire_bytes) {
+  // The slot being delivered stays counted until it is done (drain_loopback): never merged into.
+  if (!is_positive_ack(f)) return false;
+  const size_t delivering = draining_ ? 1 : 0;
+  if (loop_count_ <= delivering) return false;
+  LoopedPacket& tail = *loop_ring_[(loop_head_ + loop_count_ - 1) & (loop_ring_.size() - 1)];
+  if (!is_positive_ack(tail.fields) || tail.wire_bytes != wire_bytes || !same_route(tail.fields, f)) return false;
+  tail.fields.psn = f.psn;
+  tail.fields.aeth = f.aeth;
+  ++tail.packets;
+  return true;
 }
 
 std::optional<uint32_t> Device::next_looped_ack(const fabric::PacketFields& current) const {
@@ -307,9 +326,9 @@ void Device::drain_loopback() {
   while (loop_count_ > 0) {
     // The slot stays counted while it is delivered, so a growth cannot hand it out again.
     const LoopedPacket& p = *loop_ring_[loop_head_];
-    ++stats_.packets_received;
-    stats_.bytes_received += p.wire_bytes;
-    accept(p.fields, std::span<const uint8_t>(p.data, p.payload_bytes), p.wire_bytes);
+    stats_.packets_received += p.packets;
+    stats_.bytes_received += uint64_t{p.wire_bytes} * p.packets;
+    accept(p.fields, std::span<const uint8_t>(p.data, p.payload_bytes), p.wire_bytes, p.packets);
     loop_head_ = (loop_head_ + 1) & (loop_ring_.size() - 1);
     --loop_count_;
   }
@@ -352,21 +371,25 @@ void Device::receive(std::span<const uint8_t> packet) {
   end_entry();
 }
 
-void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes) {
-  if (!addressed_here(f)) return stats_.drop(DropReason::kWrongLid);  // Ethernet: not our GID
+void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes,
+                    uint32_t packets) {
+  const auto drop = [&](DropReason why) {
+    for (uint32_t i = 0; i < packets; ++i) stats_.drop(why);
+  };
+  if (!addressed_here(f)) return drop(DropReason::kWrongLid);  // Ethernet: not our GID
   QueuePair* qp = qps_.find(f.dest_qp.value());
-  if (qp == nullptr) return stats_.drop(DropReason::kUnknownQp);
+  if (qp == nullptr) return drop(DropReason::kUnknownQp);
   QpCounters& c = qp->counters;
   const auto drop_at_qp = [&](DropReason why) {
-    ++c.packets_dropped;
-    stats_.drop(why);
+    c.packets_dropped += packets;
+    drop(why);
   };
   const QpState s = qp->state();
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return drop_at_qp(DropReason::kUnknownQp);
   if (!matches_transport(f.opcode, qp->type)) return drop_at_qp(DropReason::kWrongTransport);
   if ((f.pkey & 0x7fff) != (config_.port.pkeys[qp->attr.pkey_index] & 0x7fff)) return drop_at_qp(DropReason::kBadPkey);
-  ++c.packets_received;
-  c.bytes_received += wire_bytes;
+  c.packets_received += packets;
+  c.bytes_received += wire_bytes * packets;
   const QpScope scope(*this, *qp);  // its ACKs, responses and the sends an ACK lets out count for it
   if (is_response(f.opcode)) {
     if (f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++c.naks_received;

@@ -168,13 +168,22 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // ---- internal loopback (device.cc) ----
   struct LoopedPacket {
     fabric::PacketFields fields;
-    uint32_t wire_bytes = 0;
+    uint32_t packets = 1;  // more than 1: positive ACKs merged into the last (merge_looped_ack)
+    uint32_t wire_bytes = 0;  // of each packet
     uint32_t payload_bytes = 0;
     const uint8_t* data = nullptr;  // the payload: `payload` below, or host memory (in place)
     std::array<uint8_t, fabric::kMaxPayloadBytes> payload;
   };
-  [[nodiscard]] bool loops_back(const fabric::PacketFields& f) const;
+  [[nodiscard]] bool loops_back(const fabric::PacketFields& f) const {
+    // Ethernet: a packet to one of our own GIDs (our IP address) never reaches the network.
+    return internal_loopback_ && (ethernet() || f.has_lrh) && addressed_here(f);
+  }
   LoopedPacket& loop_tail();  // the free slot the next looped packet takes (grows the ring)
+  // A positive ACK queued right behind a positive ACK on the same route: ACKs are cumulative, so
+  // the queued one takes the new PSN and MSN and counts one more packet; delivering both would end
+  // in the same state (the requester acts on the last one alone, next_looped_ack()). Only the
+  // work is saved: every merged packet is counted sent and received as if it had crossed the wire.
+  bool merge_looped_ack(const fabric::PacketFields& f, size_t wire_bytes);
   void drain_loopback();
   // While `current`, a looped packet, is being delivered: the PSN of the packet queued right
   // behind it when that one is a positive ACK on the same route to the same QP, so the work of a
@@ -183,12 +192,18 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // A packet that arrived (off the wire or looped back): address, QP and P_Key checks, then the
   // requester or responder. `wire_bytes`: its size as received (looped back: as it would have been
   // on the wire).
-  void accept(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes);
+  // `packets`: how many copies it stands for (merged ACKs, counted each), the same in every way.
+  void accept(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes,
+              uint32_t packets = 1);
 
   // ---- the port's wire format (device_wire.cc): native IB on InfiniBand, RoCEv2 on Ethernet ----
-  [[nodiscard]] bool ethernet() const;
+  [[nodiscard]] bool ethernet() const { return config_.port.link_layer == hwif::LinkLayer::kEthernet; }
   // Whether a packet is for this port: its DLID (InfiniBand) or its GRH DGID, one of our GIDs (Ethernet).
-  [[nodiscard]] bool addressed_here(const fabric::PacketFields& f) const;
+  [[nodiscard]] bool addressed_here(const fabric::PacketFields& f) const {
+    return ethernet() ? has_gid(f) : f.dlid.value() == lid();
+  }
+  // Ethernet: whether the packet's GRH DGID is one of our GIDs.
+  [[nodiscard]] bool has_gid(const fabric::PacketFields& f) const;
   // [bytes] of the packet on this port's wire (0: it cannot be sent, e.g. no GRH on Ethernet).
   [[nodiscard]] size_t wire_size(const fabric::PacketFields& f, size_t payload_bytes) const;
   // Serialises into tx_buf_; returns the bytes (0 as wire_size).

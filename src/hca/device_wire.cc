@@ -23,10 +23,7 @@ uint16_t roce_source_port(const fabric::PacketFields& f) {
 }
 }  // namespace
 
-bool Device::ethernet() const { return config_.port.link_layer == hwif::LinkLayer::kEthernet; }
-
-bool Device::addressed_here(const fabric::PacketFields& f) const {
-  if (!ethernet()) return f.dlid.value() == lid();
+bool Device::has_gid(const fabric::PacketFields& f) const {
   if (!f.grh) return false;  // RoCEv2 always carries the IP addresses
   const hwif::Gid empty{};
   return std::any_of(config_.port.gids.begin(), config_.port.gids.end(),

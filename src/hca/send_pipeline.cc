@@ -25,13 +25,14 @@ void SendPipeline::on_blueflame(std::span<const uint8_t> wqe) {
   qp_.req.producer = index;
   if (!fetch()) return dev_.enter_error(qp_);
   if (qp_.req.fetch != index) return;  // a BlueFlame WQE that is not the next one: ignore it
+  // Into the shadow ring at its slot, wrapping at the ring's end (a power of two of blocks).
   const std::span<uint8_t> shadow = dev_.sq_shadow(qp_);
-  const auto ring_bytes = static_cast<uint32_t>(shadow.size());
-  uint32_t off = (static_cast<uint32_t>(index) * kSendWqeBbBytes) % ring_bytes;
-  for (uint32_t i = 0; i < bbs * kSendWqeBbBytes; ++i) {
-    shadow[off] = wqe[i];
-    off = (off + 1) % ring_bytes;
-  }
+  const uint32_t off = (index & (qp_.sq_bbs() - 1)) * kSendWqeBbBytes;
+  const uint32_t len = bbs * kSendWqeBbBytes;
+  if (len > shadow.size()) return;  // a WQE larger than the whole ring: nothing sensible to run
+  const uint32_t first = std::min<uint32_t>(len, static_cast<uint32_t>(shadow.size()) - off);
+  std::memcpy(shadow.data() + off, wqe.data(), first);
+  std::memcpy(shadow.data(), wqe.data() + first, len - first);
   qp_.req.producer = qp_.req.fetch = static_cast<uint16_t>(index + bbs);
   run();
 }

@@ -23,6 +23,9 @@ void copy_from_ring(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst
 
 namespace {
 
+// x mod n, per WQE: a mask for the power-of-two rings a QP has, a division only for other sizes.
+uint32_t wrap(uint32_t x, uint32_t n) { return std::has_single_bit(n) ? x & (n - 1) : x % n; }
+
 // Reads 16-byte segments one after another, wrapping at the end of the ring.
 class SegmentCursor {
  public:
@@ -30,7 +33,12 @@ class SegmentCursor {
   template <class T>
   T take() {
     T t;
-    copy_from_ring(ring_, off_, reinterpret_cast<uint8_t*>(&t), sizeof(T));
+    // Segments wrap only at the ring's end: the usual case is one fixed-size copy, inlined.
+    if (off_ + sizeof(T) <= ring_.size()) {
+      std::memcpy(&t, ring_.data() + off_, sizeof(T));
+    } else {
+      copy_from_ring(ring_, off_, reinterpret_cast<uint8_t*>(&t), sizeof(T));
+    }
     off_ += static_cast<uint32_t>(sizeof(T));
     if (off_ >= ring_.size()) off_ -= static_cast<uint32_t>(ring_.size());
     return t;
@@ -76,7 +84,7 @@ void decode_datagram(const DatagramSeg& d, UdAddress& ud) {
 
 WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, SendWqe& out) {
   const auto ring_bbs = static_cast<uint32_t>(ring.size() / kSendWqeBbBytes);
-  SegmentCursor cur(ring, (bb % ring_bbs) * kSendWqeBbBytes);
+  SegmentCursor cur(ring, wrap(bb, ring_bbs) * kSendWqeBbBytes);
   const auto ctrl = cur.take<CtrlSeg>();
   // Every field but the SGE slots starts afresh (num_sge says which slots are live): a record is
   // reused per WQE and clearing all 60 slots each time is most of the cost of a small WQE.
@@ -136,7 +144,7 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, 
       const uint32_t units = (len + 4 + kDsBytes - 1) / kDsBytes;
       if (used + units > ds || out.num_sge != 0) return WqeParse::kBadSegment;
       out.is_inline = true;
-      out.inline_offset = (seg_off + 4) % static_cast<uint32_t>(ring.size());
+      out.inline_offset = wrap(seg_off + 4, static_cast<uint32_t>(ring.size()));
       out.length = len;
       used += units;
       break;

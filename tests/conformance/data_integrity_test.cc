@@ -7,6 +7,7 @@
 // loopback on one. Then atomics, inline data, the ibv_wr_* interface, postlists, an SRQ and a
 // completion channel.
 #include <endian.h>
+#include <fcntl.h>
 
 #include <algorithm>
 #include <cstring>
@@ -569,6 +570,48 @@ TEST_F(CompletionChannel, AnArmedCqRaisesOneEventPerArmThatNamesTheCqAndItsConte
     EXPECT_TRUE(same_bytes({b_.buf + kDstOff, r.byte_len}, {a_.buf + kSrcOff + round * 4096, r.byte_len}));
     EXPECT_EQ(poll_one(a_.cq).status, IBV_WC_SUCCESS);
   }
+}
+
+// ibv_req_notify_cq(3): the event is for a CQE added after the arm. A CQE already in the CQ raises
+// none (a consumer that took one would mistake it for the next completion: perftest's latency tests
+// poll once per event), and the next completion raises exactly one.
+TEST_F(CompletionChannel, ArmingACqThatHoldsACompletionRaisesNoEventUntilTheNextOne) {
+  ASSERT_NO_FATAL_FAILURE(open(Topology::kTwoDevices));
+  ibv_comp_channel* channel = create_channel(b_);
+  ASSERT_NE(channel, nullptr) << errno_name(errno);
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK), 0);
+  ibv_cq* cq = create_cq(b_, 16, channel, nullptr);
+  ASSERT_NE(cq, nullptr) << errno_name(errno);
+  QpOptions o;
+  o.recv_cq_b = cq;
+  QpPair p;
+  ASSERT_NO_FATAL_FAILURE(connect(IBV_QPT_RC, o, &p));
+  const auto send_one = [&](uint64_t wr_id) {
+    ibv_sge recv = b_.sge(kDstOff, 4096);
+    ASSERT_EQ(post_recv(p.b, wr_id, std::span(&recv, 1)), 0);
+    ibv_sge sge = a_.sge(kSrcOff, 64);
+    SendArgs args;
+    args.wr_id = wr_id;
+    args.flags = IBV_SEND_SIGNALED;
+    ASSERT_EQ(post_send(p.a, args, std::span(&sge, 1)), 0);
+    EXPECT_EQ(poll_one(a_.cq).status, IBV_WC_SUCCESS);
+  };
+  ASSERT_NO_FATAL_FAILURE(send_one(1));  // B's CQ now holds a completion nobody polled
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  errno = 0;
+  EXPECT_EQ(ibv_get_cq_event(channel, &ev_cq, &ev_ctx), -1);  // Expect: no event for it
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(poll_one(cq).wr_id, 1u);
+
+  ASSERT_NO_FATAL_FAILURE(send_one(2));
+  ASSERT_TRUE(wait_cq_event(channel, &ev_cq, &ev_ctx));  // Expect: one for the new completion
+  EXPECT_EQ(ev_cq, cq);
+  ibv_ack_cq_events(ev_cq, 1);
+  EXPECT_EQ(poll_one(cq).wr_id, 2u);
+  EXPECT_EQ(ibv_get_cq_event(channel, &ev_cq, &ev_ctx), -1);  // and only one
+  EXPECT_EQ(errno, EAGAIN);
 }
 
 // ---- the ibv_wr_* interface ---------------------------------------------------------------------

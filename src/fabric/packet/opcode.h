@@ -168,19 +168,20 @@ constexpr OpcodeInfo rc(uint8_t code) {
 
 }  // namespace opcode_detail
 
-// What follows the BTH for a raw opcode byte; .valid is false for opcodes this model does not know.
-constexpr OpcodeInfo opcode_info(uint8_t raw) {
+namespace opcode_detail {
+
+constexpr OpcodeInfo decode(uint8_t raw) {
   const uint8_t code = raw & 0x1f;
   OpcodeInfo i;
   switch (raw >> 5) {
-    case 0: i = opcode_detail::rc(code); i.service = Service::kRc; break;
+    case 0: i = rc(code); i.service = Service::kRc; break;
     case 1:
-      if (code <= 0x0b) i = opcode_detail::send_or_write(code);
+      if (code <= 0x0b) i = send_or_write(code);
       i.service = Service::kUc;
       break;
     case 3:
       if (code == 0x04 || code == 0x05) {
-        i = opcode_detail::send_or_write(code);
+        i = send_or_write(code);
         i.deth = true;
       }
       i.service = Service::kUd;
@@ -189,6 +190,19 @@ constexpr OpcodeInfo opcode_info(uint8_t raw) {
   }
   return i.valid ? i : OpcodeInfo{};
 }
+
+// Every opcode byte decoded once, at compile time: the data path looks an opcode up per packet
+// (several times), and a table read is a load where decode() is a chain of branches.
+inline constexpr std::array<OpcodeInfo, 256> kTable = [] {
+  std::array<OpcodeInfo, 256> t{};
+  for (int raw = 0; raw < 256; ++raw) t[static_cast<size_t>(raw)] = decode(static_cast<uint8_t>(raw));
+  return t;
+}();
+
+}  // namespace opcode_detail
+
+// What follows the BTH for a raw opcode byte; .valid is false for opcodes this model does not know.
+constexpr OpcodeInfo opcode_info(uint8_t raw) { return opcode_detail::kTable[raw]; }
 constexpr OpcodeInfo opcode_info(BthOpcode op) { return opcode_info(static_cast<uint8_t>(op)); }
 constexpr bool is_valid_opcode(uint8_t raw) { return opcode_info(raw).valid; }
 

@@ -20,7 +20,7 @@ constexpr uint32_t kAckRequestInterval = 64;
 
 uint32_t packets_of(const SendWqe& w, uint32_t mtu) {
   if (w.is_atomic()) return 1;
-  return w.length == 0 ? 1 : static_cast<uint32_t>(ceil_div(w.length, mtu));
+  return w.length <= mtu ? 1 : static_cast<uint32_t>(ceil_div(w.length, mtu));
 }
 }  // namespace
 
