@@ -294,16 +294,45 @@ bool same_route(const fabric::PacketFields& a, const fabric::PacketFields& b) {
 }
 }  // namespace
 
-bool Device::merge_looped_ack(const fabric::PacketFields& f, size_t wire_bytes) {
+Device::LoopedPacket* Device::ack_at_loop_tail() {
   // The slot being delivered stays counted until it is done (drain_loopback): never merged into.
-  if (!is_positive_ack(f)) return false;
   const size_t delivering = draining_ ? 1 : 0;
-  if (loop_count_ <= delivering) return false;
+  if (loop_count_ <= delivering) return nullptr;
   LoopedPacket& tail = *loop_ring_[(loop_head_ + loop_count_ - 1) & (loop_ring_.size() - 1)];
-  if (!is_positive_ack(tail.fields) || tail.wire_bytes != wire_bytes || !same_route(tail.fields, f)) return false;
-  tail.fields.psn = f.psn;
-  tail.fields.aeth = f.aeth;
-  ++tail.packets;
+  return is_positive_ack(tail.fields) ? &tail : nullptr;
+}
+
+void Device::merge_into(LoopedPacket& ack, Psn psn, fabric::AethFields aeth) {
+  ack.fields.psn = psn;
+  ack.fields.aeth = aeth;
+  ++ack.packets;
+}
+
+bool Device::merge_looped_ack(const fabric::PacketFields& f, size_t wire_bytes) {
+  if (!is_positive_ack(f)) return false;
+  LoopedPacket* tail = ack_at_loop_tail();
+  if (tail == nullptr || tail->wire_bytes != wire_bytes || !same_route(tail->fields, f)) return false;
+  merge_into(*tail, f.psn, *f.aeth);
+  return true;
+}
+
+bool Device::merge_ack_to_peer(const QueuePair& qp, Psn psn, fabric::AethFields aeth) {
+  const AddressVector& av = qp.attr.av;
+  if (!internal_loopback_ || av.is_global || !fabric::is_ack(aeth.syndrome)) return false;
+  LoopedPacket* tail = ack_at_loop_tail();
+  if (tail == nullptr) return false;
+  // The fields route_to_peer() would give this ACK, compared where they lie.
+  const fabric::PacketFields& t = tail->fields;
+  if (t.grh || !t.has_lrh || t.vl != 0 || t.dest_qp != Qpn(qp.attr.dest_qpn) || t.dlid != Lid(av.dlid) ||
+      t.slid != Lid(lid()) || t.sl != av.sl || t.pkey != config_.port.pkeys[qp.attr.pkey_index])
+    return false;
+  ++stats_.packets_sent;
+  stats_.bytes_sent += tail->wire_bytes;
+  if (tx_qp_ != nullptr) {
+    ++tx_qp_->counters.packets_sent;
+    tx_qp_->counters.bytes_sent += tail->wire_bytes;
+  }
+  merge_into(*tail, psn, aeth);
   return true;
 }
 

@@ -184,6 +184,11 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // in the same state (the requester acts on the last one alone, next_looped_ack()). Only the
   // work is saved: every merged packet is counted sent and received as if it had crossed the wire.
   bool merge_looped_ack(const fabric::PacketFields& f, size_t wire_bytes);
+  // The same for a positive ACK of `qp` to its connected peer, before its fields are even built:
+  // counted sent (device and tx_qp_) and merged when the queue's tail is an ACK on that route.
+  bool merge_ack_to_peer(const QueuePair& qp, Psn psn, fabric::AethFields aeth);
+  LoopedPacket* ack_at_loop_tail();  // the last queued packet, if a positive ACK not being delivered
+  static void merge_into(LoopedPacket& ack, Psn psn, fabric::AethFields aeth);
   void drain_loopback();
   // While `current`, a looped packet, is being delivered: the PSN of the packet queued right
   // behind it when that one is a positive ACK on the same route to the same QP, so the work of a

@@ -275,18 +275,20 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
 }
 
 void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
-  fabric::PacketFields r;
-  dev_.route_to_peer(qp_, r);
-  r.opcode = BthOpcode::kRcAcknowledge;
-  r.psn = Psn(psn);
-  r.aeth = fabric::AethFields{syndrome, qp_.resp.msn};
+  const fabric::AethFields aeth{syndrome, qp_.resp.msn};
   if (fabric::is_ack(syndrome)) {
     ++dev_.stats_.acks_sent;
+    if (dev_.merge_ack_to_peer(qp_, Psn(psn), aeth)) return;  // a burst's ACKs, looped back
   } else if (fabric::is_rnr_nak(syndrome)) {
     ++dev_.stats_.rnr_naks_sent;
   } else {
     ++dev_.stats_.naks_sent;
   }
+  fabric::PacketFields r;
+  dev_.route_to_peer(qp_, r);
+  r.opcode = BthOpcode::kRcAcknowledge;
+  r.psn = Psn(psn);
+  r.aeth = aeth;
   dev_.transmit(r, {});
 }
 

@@ -12,6 +12,7 @@
 
 #include "hca/device.h"
 #include "loopback_bench.h"
+#include "runtime/stats_json.h"
 
 namespace softhca {
 namespace {
@@ -30,6 +31,7 @@ class PerTlpCounters final : public pcie::TlpSink {
 struct Outcome {
   hca::DeviceStats stats;
   std::string pcie_json;
+  std::string qps_json;  // every QP's counters (packets, bytes, NAKs, ...) as the stats dump has them
   std::vector<CqeSeen> cqes0, cqes1;
   std::vector<uint8_t> memory;
   size_t packets_through_port = 0;
@@ -52,6 +54,7 @@ Outcome run(bool internal, const std::function<void(Loopback&, hca::Device&)>& w
   o.packets_through_port = lb.queued();
   lb.pump(dev);
   o.stats = dev.stats();
+  o.qps_json = runtime::qp_stats_json(dev.region()).dump();
   o.pcie_json = ((internal ? lb.counters() : per_tlp.counters).snapshot() - before).to_json();
   o.cqes0 = lb.take_cqes(0);
   o.cqes1 = lb.take_cqes(1);
@@ -71,6 +74,7 @@ void expect_same(const Outcome& wire, const Outcome& inside) {
   EXPECT_EQ(inside.stats.cqes_written, wire.stats.cqes_written);
   EXPECT_EQ(inside.stats.total_dropped(), wire.stats.total_dropped());
   EXPECT_EQ(inside.pcie_json, wire.pcie_json);
+  EXPECT_EQ(inside.qps_json, wire.qps_json);
   ASSERT_EQ(inside.cqes0.size(), wire.cqes0.size());
   for (size_t i = 0; i < wire.cqes0.size(); ++i) {
     EXPECT_EQ(inside.cqes0[i].opcode, wire.cqes0[i].opcode);
