@@ -1,6 +1,7 @@
 #include "runtime/host_segment.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -479,12 +480,22 @@ void cpu_relax() {
 #endif
 }
 
+// Whether the lock looks taken, by a plain read of glibc's lock word (a public member of
+// pthread_mutex_t; for a robust mutex the owner's TID, FUTEX_TID_MASK of it): a spinning thread
+// reads until it changes and only then tries, so the line stays shared while the holder works
+// instead of being pulled back and forth by a failed compare-and-swap each turn. A dead owner's
+// word (TID cleared, FUTEX_OWNER_DIED set) looks free: the try then reports EOWNERDEAD at once.
+bool looks_taken(pthread_mutex_t& m) {
+  return (__atomic_load_n(&m.__data.__lock, __ATOMIC_RELAXED) & FUTEX_TID_MASK) != 0;
+}
+
 }  // namespace
 
 bool HostSegment::lock_device() {
   int rc = pthread_mutex_trylock(&header_->device_lock);
   for (int i = 0; rc == EBUSY && i < kLockSpins; ++i) {
     cpu_relax();
+    if (looks_taken(header_->device_lock)) continue;
     rc = pthread_mutex_trylock(&header_->device_lock);
   }
   if (rc == EBUSY) rc = pthread_mutex_lock(&header_->device_lock);
