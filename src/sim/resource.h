@@ -60,8 +60,23 @@ class Pool {
     return true;
   }
   // The earliest time >= now at which (units, data) will be available counting the returns known
-  // so far, or nothing if they do not suffice yet.
-  [[nodiscard]] bool earliest(Picoseconds now, uint64_t units, uint64_t data, Picoseconds& at) const;
+  // so far, or nothing if they do not suffice yet. Inline: the timing model asks it each time a
+  // request reaches the head of the line, and usually the first return or two answer.
+  [[nodiscard]] bool earliest(Picoseconds now, uint64_t units, uint64_t data, Picoseconds& at) const {
+    uint64_t u = units_;
+    uint64_t d = data_;
+    Picoseconds t = now;
+    for (size_t i = 0; i < returns_.size(); ++i) {
+      if (u >= units && d >= data) break;
+      const Return& r = returns_[i];
+      u = add(u, r.units);
+      d = add(d, r.data);
+      if (r.at > t) t = r.at;
+    }
+    if (u < units || d < data) return false;
+    at = t;
+    return true;
+  }
   // Registers units and data coming back at `at`.
   void give_back(Picoseconds at, uint64_t units, uint64_t data) {
     if (unlimited_) return;
@@ -88,7 +103,12 @@ class Pool {
     }
   }
   void insert_return(const Return& r);
-  static uint64_t add(uint64_t a, uint64_t b) { return a == kUnlimited || b == kUnlimited ? kUnlimited : a + b; }
+  // a + b, unlimited (kUnlimited) if either is: saturating, so one add and its carry, not two tests
+  // (two finite budgets never add up to 2^64).
+  static uint64_t add(uint64_t a, uint64_t b) {
+    uint64_t sum = 0;
+    return __builtin_add_overflow(a, b, &sum) ? kUnlimited : sum;
+  }
 
   uint64_t units_;
   uint64_t data_;

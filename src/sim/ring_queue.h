@@ -25,7 +25,7 @@ class RingQueue {
   const T& back() const { return (*this)[size_ - 1]; }
 
   void push_back(const T& v) {
-    if (size_ == buf_.size()) grow();
+    if (size_ == capacity_) grow();
     buf_[(head_ + size_) & mask_] = v;
     ++size_;
   }
@@ -46,12 +46,14 @@ class RingQueue {
     for (size_t i = 0; i < size_; ++i) bigger[i] = (*this)[i];
     buf_.swap(bigger);
     head_ = 0;
-    mask_ = buf_.size() - 1;
+    capacity_ = buf_.size();
+    mask_ = capacity_ - 1;
   }
 
   std::vector<T> buf_;
   size_t head_ = 0;
   size_t size_ = 0;
+  size_t capacity_ = 0;  // buf_.size(), kept: push_back compares with it
   size_t mask_ = 0;
 };
 

@@ -68,11 +68,24 @@ struct TimingModel::HostResources {
   uint32_t tags = 0;
 };
 
+// The servers a packet from one host to another occupies (place_packet()).
+struct TimingModel::PacketRoute {
+  uint32_t tx = 0;      // the sender's transmit unit
+  uint32_t port = 0;    // its IB port
+  uint32_t egress = 0;  // the switch's port towards the receiver
+  uint32_t rx = 0;      // the receiver's receive unit
+};
+
 namespace {
 constexpr uint32_t kNoServer = 0xffffffff;
 // In ChainTemplate::succ: the successor is a switch egress, which takes its predecessor's result
 // at the packet's head (result_time()).
 constexpr uint32_t kSwitchEdge = 0x80000000;
+// StepPlacement::flags: what a step does besides occupying its server, tested with one load.
+constexpr uint8_t kPostedUp = 1;  // a posted write up to memory: successors go on once it has left
+constexpr uint8_t kTakes = 2;     // it takes a pool unit or credits
+constexpr uint8_t kGives = 4;     // it gives back a pool unit or credits
+constexpr uint8_t kTagged = 8;    // the listener hears of it
 }  // namespace
 
 // What placing a step reads, derived once from the Step and the model's parameters: one cache
@@ -81,7 +94,7 @@ struct StepPlacement {
   Picoseconds service{0};    // on its server (a packet: IB serialization)
   Picoseconds latency{0};    // from done to arrive
   Picoseconds wait{0};       // after its predecessors' results: lead, switch hop, completer turnaround
-  uint32_t server = kNoServer;    // TimingModel::servers_ (none: a join or a packet)
+  uint32_t server = kNoServer;    // TimingModel::servers_ (a join: join_server_; a packet: none)
   uint32_t credit_pool = kNoPool; // a TLP's flow-control credits (none: not a TLP, or unlimited)
   uint32_t data_credits = 0;
   uint32_t acquire_pool = kNoPool;
@@ -91,43 +104,48 @@ struct StepPlacement {
   uint32_t succ_end = 0;
   uint32_t bytes = 0;        // added to its server's (a packet: its ports') bytes
   StepKind kind = StepKind::kJoin;
-  bool posted_up = false;    // a posted write up to memory: successors go on once it has left
+  uint8_t flags = 0;         // kPostedUp, kTakes, kGives, kTagged
   uint8_t host = 0;
   uint8_t dst = 0;           // a packet's destination host
 };
 static_assert(sizeof(StepPlacement) == 64, "one cache line per step");
+
+// Where one step of a chain being placed stands.
+struct StepState {
+  Picoseconds ready{0};  // latest predecessor result so far
+  uint16_t pending = 0;  // predecessors not yet placed
+  bool has_pool = false;
+  bool has_credits = false;
+};
 
 // A chain's steps and their successors (CSR), checked once; shared by every placement of it.
 struct ChainTemplate {
   std::vector<Step> steps;
   std::vector<StepPlacement> place;
   std::vector<uint32_t> succ;        // successor steps, kSwitchEdge set when it is a switch egress
-  std::vector<uint16_t> pending;     // predecessors of each step
+  std::vector<StepState> start;      // each step's state before placement (its predecessor count),
+                                     // copied whole into each placement
   std::vector<uint32_t> roots;       // steps with no predecessor
 };
 
 // A chain being placed: its template and per-step placement state.
 struct TimingModel::Chain {
-  struct State {
-    Picoseconds ready{0};  // latest predecessor result so far
-    uint16_t pending = 0;  // predecessors not yet placed
-    bool has_pool = false;
-    bool has_credits = false;
-  };
   std::shared_ptr<const ChainTemplate> tpl;
   // The template's arrays, for run_step to reach without going through tpl (one load less).
   const StepPlacement* place = nullptr;
   const uint32_t* succ = nullptr;
-  std::vector<State> state;
+  std::vector<StepState> state;
   size_t remaining = 0;
   ChainListener* listener = nullptr;
   std::vector<StepTimes>* times = nullptr;
   uint32_t tag_base = 0;
+  bool record = false;  // times is set: every step reports
 };
 
 TimingModel::TimingModel(Scheduler& scheduler, const TimingParams& params, uint32_t hosts)
     : scheduler_(scheduler), params_(params), hosts_(hosts) {
   const TimingParams& p = params_;
+  join_server_ = add_server();
   for (HostResources& h : hosts_) {
     for (uint32_t& s : h.pcie) s = add_server();
     for (uint32_t& s : h.hca) s = add_server();
@@ -141,25 +159,42 @@ TimingModel::TimingModel(Scheduler& scheduler, const TimingParams& params, uint3
     const auto completion = static_cast<size_t>(TlpClass::kCompletion);
     // Device -> root complex: the root complex's receive buffers bound what the device may send.
     cp[up][posted] = add_pool(Pool::kUnlimited);
-    pools_[cp[up][posted]] = Pool(p.rc_posted_hdr_credits, p.rc_posted_data_credits);
+    pools_[cp[up][posted]].pool = Pool(p.rc_posted_hdr_credits, p.rc_posted_data_credits);
     cp[up][nonposted] = add_pool(Pool::kUnlimited);
-    pools_[cp[up][nonposted]] = Pool(p.rc_nonposted_hdr_credits, Pool::kUnlimited);
+    pools_[cp[up][nonposted]].pool = Pool(p.rc_nonposted_hdr_credits, Pool::kUnlimited);
     cp[up][completion] = add_pool(Pool::kUnlimited);
     // Root complex -> device: MMIO writes into the device's posted buffers; completions are
     // always accepted (an endpoint advertises infinite completion credits).
     cp[down][posted] = add_pool(Pool::kUnlimited);
-    pools_[cp[down][posted]] = Pool(p.dev_posted_hdr_credits, p.dev_posted_data_credits);
+    pools_[cp[down][posted]].pool = Pool(p.dev_posted_hdr_credits, p.dev_posted_data_credits);
     cp[down][nonposted] = add_pool(Pool::kUnlimited);
     cp[down][completion] = add_pool(Pool::kUnlimited);
     h.tags = add_pool(p.max_outstanding_reads);
+  }
+  plan_packets();
+}
+
+// A packet's servers between any two hosts, and its head's delay to the last switch's egress (the
+// first switch's cable and hop, then hops - 1 more of each), for place_packet().
+void TimingModel::plan_packets() {
+  const TimingParams& p = params_;
+  for (const HostResources& src : hosts_) {
+    for (const HostResources& dst : hosts_) {
+      const auto tx = static_cast<size_t>(HcaUnit::kTx);
+      const auto rx = static_cast<size_t>(HcaUnit::kRx);
+      routes_.push_back(PacketRoute{src.hca[tx], src.ib_port, dst.switch_egress, dst.hca[rx]});
+    }
+  }
+  if (p.switch_hops > 0) {
+    const int64_t more = static_cast<int64_t>(p.switch_hops) - 1;
+    switch_head_delay_ = p.cable + p.switch_hop + (p.switch_hop + p.cable) * more;
   }
 }
 
 TimingModel::~TimingModel() = default;
 
 uint32_t TimingModel::add_pool(uint64_t units) {
-  pools_.emplace_back(units, Pool::kUnlimited);
-  waiters_.emplace_back();
+  pools_.push_back(PoolQueue{Pool(units, Pool::kUnlimited), {}});
   return static_cast<uint32_t>(pools_.size() - 1);
 }
 
@@ -191,7 +226,7 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
   builder.clear();
   const size_t n = c.steps.size();
   if (n >= kSwitchEdge) throw std::length_error("sim::TimingModel: a chain of 2^31 steps or more");
-  c.pending.assign(n, 0);
+  c.start.assign(n, StepState{});
   c.place.resize(n);
   std::vector<uint32_t> succ_count(n, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -211,9 +246,9 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
       if (p == kNoStep) continue;
       if (p >= i) throw std::invalid_argument("sim::TimingModel: a step waits for a later step");
       ++succ_count[p];
-      ++c.pending[i];
+      ++c.start[i].pending;
     }
-    if (c.pending[i] == 0) c.roots.push_back(static_cast<uint32_t>(i));
+    if (c.start[i].pending == 0) c.roots.push_back(static_cast<uint32_t>(i));
   }
   uint32_t edges = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -225,22 +260,25 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
     pl.host = s.host;
     pl.dst = static_cast<uint8_t>(s.kind == StepKind::kPacket ? s.index : 0);
     pl.bytes = s.bytes;
-    pl.server = s.kind == StepKind::kPacket || s.kind == StepKind::kJoin ? kNoServer : server_of(s);
+    pl.server = s.kind == StepKind::kPacket ? kNoServer : s.kind == StepKind::kJoin ? join_server_ : server_of(s);
     pl.service = s.kind == StepKind::kPacket ? ib_serialization(s.bytes) : service_of(s);
     pl.latency = latency_of(s);
     pl.wait = s.lead;
     if (s.kind == StepKind::kSwitchEgress) pl.wait += params_.switch_hop;
     if (s.kind == StepKind::kTlp && s.tlp_class == TlpClass::kCompletion) pl.wait += params_.pcie_turnaround;
-    pl.posted_up = s.kind == StepKind::kTlp && s.dir == LinkDir::kUp && s.tlp_class == TlpClass::kPosted;
+    if (s.kind == StepKind::kTlp && s.dir == LinkDir::kUp && s.tlp_class == TlpClass::kPosted) pl.flags |= kPostedUp;
     if (s.kind == StepKind::kTlp) {
       const uint32_t credits = credit_pool(s.host, s.dir, s.tlp_class);
       // An unlimited pool never refuses and ignores returns: no need to visit it.
-      if (!pools_[credits].unlimited()) pl.credit_pool = credits;
+      if (!pools_[credits].pool.unlimited()) pl.credit_pool = credits;
       pl.data_credits = static_cast<uint32_t>((s.payload_bytes + kDataCreditBytes - 1) / kDataCreditBytes);
     }
     pl.acquire_pool = s.acquire_pool;
     pl.release_pool = s.release_pool;
     pl.tag = s.tag;
+    if (pl.acquire_pool != kNoPool || pl.credit_pool != kNoPool) pl.flags |= kTakes;
+    if (pl.release_pool != kNoPool || pl.credit_pool != kNoPool) pl.flags |= kGives;
+    if (pl.tag != 0) pl.flags |= kTagged;
   }
   c.succ.assign(edges, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -251,6 +289,16 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
     }
   }
   return tpl;
+}
+
+namespace {
+[[noreturn]] void throw_in_the_past() { throw std::logic_error("sim::TimingModel: a step scheduled in the past"); }
+}  // namespace
+
+// Inline: called for almost every step placed, and a push into the queue is a few instructions.
+inline void TimingModel::schedule_step(uint32_t chain, uint32_t step, Picoseconds at) {
+  if (at < now_) throw_in_the_past();
+  queue_.push(StepQueue::key(static_cast<uint64_t>(at.count()), chain, step));
 }
 
 void TimingModel::submit(ChainBuilder& builder, Picoseconds start, ChainListener* listener,
@@ -268,123 +316,17 @@ void TimingModel::submit(const std::shared_ptr<const ChainTemplate>& tpl, Picose
   c.tpl = tpl;
   c.place = tpl->place.data();
   c.succ = tpl->succ.data();
-  c.state.resize(n);
-  for (size_t i = 0; i < n; ++i) c.state[i] = Chain::State{Picoseconds(0), tpl->pending[i], false, false};
+  c.state.assign(tpl->start.begin(), tpl->start.end());
   c.remaining = n;
   c.listener = listener;
   c.times = times;
   c.tag_base = tag_base;
+  c.record = times != nullptr;
   if (times != nullptr) times->assign(n, StepTimes{});
   ++active_;
   for (uint32_t i : tpl->roots) {
     c.state[i].ready = start;
     schedule_step(id, i, start + tpl->steps[i].lead);
-  }
-}
-
-void TimingModel::schedule_step(uint32_t chain, uint32_t step, Picoseconds at) {
-  if (at < now_) throw std::logic_error("sim::TimingModel: a step scheduled in the past");
-  const Key k = (static_cast<Key>(static_cast<uint64_t>(at.count())) << 64) | (static_cast<Key>(chain) << 32) | step;
-  if (running_root_) {
-    running_root_ = false;
-    sift_down(0, k);
-  } else {
-    queue_push(k);
-  }
-}
-
-namespace {
-constexpr size_t kArity = 4;
-
-// a < b as 0 or 1, from the borrow of a - b: keys are below 2^127 (times are never negative), so
-// the difference has its top bit set exactly when a < b. Arithmetic, so that the compiler cannot
-// turn the heap's unpredictable comparisons into branches.
-__extension__ using Key128 = unsigned __int128;
-inline size_t before(Key128 a, Key128 b) { return static_cast<size_t>((a - b) >> 127); }
-}  // namespace
-
-void TimingModel::queue_push(Key k) {
-  size_t i = queue_.size();
-  queue_.push_back(k);
-  while (i > 0) {
-    const size_t parent = (i - 1) / kArity;
-    if (!(k < queue_[parent])) break;
-    queue_[i] = queue_[parent];
-    i = parent;
-  }
-  queue_[i] = k;
-}
-
-void TimingModel::queue_pop() const {
-  const Key last = queue_.back();
-  queue_.pop_back();
-  if (!queue_.empty()) sift_down(0, last);
-}
-
-// Places k at hole i or below: moves the earliest child up while it comes before k.
-void TimingModel::sift_down(size_t i, Key k) const {
-  const size_t n = queue_.size();
-  for (;;) {
-    const size_t first = i * kArity + 1;
-    if (first >= n) break;
-    // The earliest child, chosen without branches (the comparisons are unpredictable); four
-    // children as two pairs and their winners, so the comparisons do not wait for each other.
-    size_t best = first;
-    Key best_key = queue_[first];
-    if (first + kArity <= n) {
-      // Indices, not keys, are selected, then the winner is loaded.
-      const Key* ch = &queue_[first];
-      const size_t ab = before(ch[1], ch[0]);
-      const size_t cd = 2 + before(ch[3], ch[2]);
-      const size_t m = size_t{0} - before(ch[cd], ch[ab]);
-      const size_t win = (cd & m) | (ab & ~m);
-      best = first + win;
-      best_key = ch[win];
-    } else {
-      for (size_t c = first + 1; c < n; ++c) {
-        const Key key = queue_[c];
-        const bool earlier = key < best_key;
-        best = earlier ? c : best;
-        best_key = earlier ? key : best_key;
-      }
-    }
-    if (!(best_key < k)) break;
-    queue_[i] = best_key;
-    i = best;
-  }
-  queue_[i] = k;
-}
-
-Picoseconds TimingModel::next_time() const {
-  settle();
-  return Picoseconds(static_cast<int64_t>(queue_.front() >> 64));
-}
-
-void TimingModel::run_next() {
-  settle();
-  const Key k = queue_.front();
-  now_ = Picoseconds(static_cast<int64_t>(k >> 64));
-  running_root_ = true;
-  run_step(static_cast<uint32_t>(static_cast<uint64_t>(k) >> 32), static_cast<uint32_t>(static_cast<uint64_t>(k)));
-  settle();
-}
-
-void TimingModel::run() {
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  for (;;) {
-    // Only a listener, called from a step, can schedule a scheduler event: until one is called,
-    // the scheduler's next event time stays what it was.
-    const int64_t s = scheduler_.next_event_ps();
-    listener_called_ = false;
-    bool ran = false;
-    while (!queue_.empty() && static_cast<int64_t>(queue_.front() >> 64) < s) {
-      run_next();
-      ran = true;
-      if (listener_called_) break;
-    }
-    if (ran) continue;
-    if (s == kNone) return;
-    scheduler_.run_one();
   }
 }
 
@@ -429,96 +371,149 @@ Picoseconds TimingModel::latency_of(const Step& s) const {
   }
 }
 
-bool TimingModel::take(uint32_t pool, uint64_t units, uint64_t data, uint32_t chain, uint32_t step) {
-  Pool& p = pools_[pool];
-  RingQueue<Waiter>& wq = waiters_[pool];
-  // Nobody waiting and enough units now: the usual case.
-  if (wq.empty() && p.try_take(now_, units, data)) return true;
-  const bool is_head = !wq.empty() && wq.front().chain == chain && wq.front().step == step;
-  if (!wq.empty() && !is_head) {
-    // Flow control is in order: wait behind the requests already waiting.
-    wq.push_back(Waiter{chain, step, units, data, false});
-    return false;
-  }
-  if (p.try_take(now_, units, data)) {
-    if (is_head) {
-      wq.pop_front();
-      wake_head(pool);
-    }
-    return true;
-  }
-  if (!is_head) wq.push_back(Waiter{chain, step, units, data, false});
-  wq.front().scheduled = false;
-  wake_head(pool);
-  return false;
-}
-
-void TimingModel::wake_head(uint32_t pool) {
-  RingQueue<Waiter>& wq = waiters_[pool];
+void TimingModel::wake_head(PoolQueue& q) {
+  RingQueue<Waiter>& wq = q.waiters;
   if (wq.empty() || wq.front().scheduled) return;
   Picoseconds at{0};
-  if (pools_[pool].earliest(now_, wq.front().units, wq.front().data, at)) {
+  if (q.pool.earliest(now_, wq.front().units, wq.front().data, at)) {
     wq.front().scheduled = true;
     schedule_step(wq.front().chain, wq.front().step, at);
   }
 }
 
-void TimingModel::give_back(uint32_t pool, Picoseconds at, uint64_t units, uint64_t data) {
-  Pool& p = pools_[pool];
-  if (p.unlimited()) return;
-  p.give_back(at, units, data);
-  wake_head(pool);
+// The head of the line, run again at the time its units were due (wake_head()); the next in line
+// is then woken in turn.
+bool TimingModel::take_as_head(PoolQueue& q, uint64_t units, uint64_t data) {
+  if (q.pool.try_take(now_, units, data)) {
+    q.waiters.pop_front();
+    wake_head(q);
+    return true;
+  }
+  q.waiters.front().scheduled = false;
+  wake_head(q);
+  return false;
+}
+
+// Inlined into run_step() by force (GCC would keep a call: it has three ways out): a step that
+// takes, takes here once and, when it waits, once more as the head of the line.
+[[gnu::always_inline]] inline bool TimingModel::take(uint32_t pool, uint64_t units, uint64_t data, uint32_t chain,
+                                                     uint32_t step) {
+  PoolQueue& q = pools_[pool];
+  RingQueue<Waiter>& wq = q.waiters;
+  if (wq.empty()) {
+    // Nobody waiting and enough units now: the usual case.
+    if (q.pool.try_take(now_, units, data)) return true;
+    // Not enough: first in line, run again when the returns known suffice.
+    wq.push_back(Waiter{chain, step, units, data, false});
+    wake_head(q);
+    return false;
+  }
+  if (wq.front().chain != chain || wq.front().step != step) {
+    // Flow control is in order: wait behind the requests already waiting.
+    wq.push_back(Waiter{chain, step, units, data, false});
+    return false;
+  }
+  return take_as_head(q, units, data);
+}
+
+inline bool TimingModel::acquire(const StepPlacement& s, uint32_t chain_id, uint32_t i) {
+  StepState& st = chains_[chain_id]->state[i];
+  if (s.acquire_pool != kNoPool && !st.has_pool) {
+    if (!take(s.acquire_pool, 1, 0, chain_id, i)) return false;
+    st.has_pool = true;
+  }
+  if (s.credit_pool != kNoPool && !st.has_credits) {
+    if (!take(s.credit_pool, 1, s.data_credits, chain_id, i)) return false;
+    st.has_credits = true;
+  }
+  return true;
+}
+
+inline void TimingModel::give_back(uint32_t pool, Picoseconds at, uint64_t units, uint64_t data) {
+  PoolQueue& q = pools_[pool];
+  if (q.pool.unlimited()) return;
+  q.pool.give_back(at, units, data);
+  if (!q.waiters.empty() && !q.waiters.front().scheduled) wake_head(q);
+}
+
+// Credits come back fc_update after the TLP arrived; a pool unit when the step's result arrives,
+// or for a packet when its transmit unit is done with it (tx_done).
+inline void TimingModel::release(const StepPlacement& s, const StepTimes& t, Picoseconds tx_done) {
+  if (s.credit_pool != kNoPool) give_back(s.credit_pool, t.arrive + params_.fc_update, 1, s.data_credits);
+  if (s.release_pool != kNoPool) give_back(s.release_pool, s.kind == StepKind::kPacket ? tx_done : t.arrive, 1, 0);
 }
 
 // Transmit unit, IB port, switch egress (cut-through, hops - 1 more switches as latency), cable,
 // receive unit. Returns when the transmit unit was done (the WQE has left the HCA's pipeline).
-Picoseconds TimingModel::place_packet(const StepPlacement& s, Picoseconds now, StepTimes& t) {
-  const HostResources& src = hosts_[s.host];
-  const HostResources& dst = hosts_[s.dst];
+inline Picoseconds TimingModel::place_packet(const StepPlacement& s, Picoseconds now, StepTimes& t) {
+  const PacketRoute& r = routes_[s.host * hosts_.size() + s.dst];
   const Picoseconds tx_cost = params_.hca_unit[static_cast<size_t>(HcaUnit::kTx)];
   const Picoseconds rx_cost = params_.hca_unit[static_cast<size_t>(HcaUnit::kRx)];
   const Picoseconds ser = s.service;  // IB serialization
-  t.start = servers_[src.hca[static_cast<size_t>(HcaUnit::kTx)]].reserve(now, tx_cost);
+  t.start = servers_[r.tx].reserve(now, tx_cost);
   const Picoseconds tx_done = t.start + tx_cost;
-  Server& port = servers_[src.ib_port];
+  Server& port = servers_[r.port];
   const Picoseconds port_start = port.reserve(tx_done, ser);
   port.add_bytes(s.bytes);
   Picoseconds at_dst = port_start + ser + params_.cable;
   if (params_.switch_hops > 0) {
-    const int64_t more = static_cast<int64_t>(params_.switch_hops) - 1;
-    const Picoseconds head = port_start + params_.cable + params_.switch_hop + (params_.switch_hop + params_.cable) * more;
-    Server& egress = servers_[dst.switch_egress];
-    const Picoseconds egress_start = egress.reserve(head, ser);
+    Server& egress = servers_[r.egress];
+    const Picoseconds egress_start = egress.reserve(port_start + switch_head_delay_, ser);
     egress.add_bytes(s.bytes);
     at_dst = egress_start + ser + params_.cable;
   }
-  const Picoseconds rx_start = servers_[dst.hca[static_cast<size_t>(HcaUnit::kRx)]].reserve(at_dst, rx_cost);
+  const Picoseconds rx_start = servers_[r.rx].reserve(at_dst, rx_cost);
   t.done = rx_start + rx_cost;
   return tx_done;
 }
 
-void TimingModel::run_step(uint32_t chain_id, uint32_t i) {
+// By value: only this rare path makes the step's times a struct in memory.
+void TimingModel::report(Chain& c, uint32_t step, const StepPlacement& s, StepTimes t) {
+  if (c.times != nullptr) (*c.times)[step] = t;
+  if (s.tag != 0 && c.listener != nullptr) {
+    listener_called_ = true;
+    c.listener->on_tagged_step(c.tag_base + s.tag, t);
+  }
+}
+
+// result_time() for each successor: a switch egress takes the head (start + latency), a posted
+// write up to memory is done when it has left, anything else when it arrives.
+inline void TimingModel::schedule_successors(Chain& c, uint32_t chain_id, const StepPlacement& s, const StepTimes& t) {
+  const Picoseconds result = (s.flags & kPostedUp) != 0 ? t.done : t.arrive;
+  const Picoseconds head = t.start + s.latency;
+  for (uint32_t e = s.succ_begin; e < s.succ_end; ++e) {
+    const uint32_t edge = c.succ[e];
+    const uint32_t j = edge & ~kSwitchEdge;
+    StepState& sj = c.state[j];
+    const Picoseconds r = (edge & kSwitchEdge) != 0 ? head : result;
+    if (r > sj.ready) sj.ready = r;
+    if (--sj.pending == 0) schedule_step(chain_id, j, sj.ready + c.place[j].wait);
+  }
+}
+
+void TimingModel::chain_done(Chain& c, uint32_t chain_id) {
+  --active_;
+  c.tpl.reset();
+  free_chains_.push_back(chain_id);
+}
+
+// Places one step at now_: its pool unit and credits, its server (or a packet's four), what it
+// gives back, its report, its successors. Inlined into run_steps()'s loop by force (GCC would
+// keep the call: it is large), so that a step costs no call and no saving of registers.
+[[gnu::always_inline]] inline void TimingModel::run_step(uint32_t chain_id, uint32_t i) {
   Chain& c = *chains_[chain_id];
   const StepPlacement& s = c.place[i];
-  Chain::State& st = c.state[i];
-  if (s.acquire_pool != kNoPool && !st.has_pool) {
-    if (!take(s.acquire_pool, 1, 0, chain_id, i)) return;
-    st.has_pool = true;
-  }
-  if (s.credit_pool != kNoPool && !st.has_credits) {
-    if (!take(s.credit_pool, 1, s.data_credits, chain_id, i)) return;
-    st.has_credits = true;
-  }
+  // Most steps take neither a pool unit nor credits; the flags say so in one test.
+  if ((s.flags & kTakes) != 0 && !acquire(s, chain_id, i)) return;
 
   const Picoseconds now = now_;
   StepTimes t;
   t.ready = now;
-  Picoseconds release_at{-1};
-  if (s.kind == StepKind::kJoin) {
-    t.start = t.done = now;
-  } else if (s.kind == StepKind::kPacket) {
-    release_at = place_packet(s, now, t);
+  Picoseconds tx_done{0};
+  if (s.kind == StepKind::kPacket) {
+    tx_done = place_packet(s, now, t);
   } else {
+    // A join too: its server (join_server_) has no service, so it is done as soon as ready.
     Server& server = servers_[s.server];
     t.start = server.reserve(now, s.service);
     t.done = t.start + s.service;
@@ -527,30 +522,41 @@ void TimingModel::run_step(uint32_t chain_id, uint32_t i) {
   t.arrive = t.done + s.latency;
   ++steps_placed_;
 
-  if (s.credit_pool != kNoPool) give_back(s.credit_pool, t.arrive + params_.fc_update, 1, s.data_credits);
-  if (s.release_pool != kNoPool) give_back(s.release_pool, release_at >= Picoseconds(0) ? release_at : t.arrive, 1, 0);
-  if (c.times != nullptr) (*c.times)[i] = t;
-  if (s.tag != 0 && c.listener != nullptr) {
-    listener_called_ = true;
-    c.listener->on_tagged_step(c.tag_base + s.tag, t);
-  }
+  if ((s.flags & kGives) != 0) release(s, t, tx_done);
+  if (((s.flags & kTagged) | static_cast<uint8_t>(c.record)) != 0) report(c, i, s, t);  // rare: one test
+  schedule_successors(c, chain_id, s, t);
+  if (--c.remaining == 0) chain_done(c, chain_id);
+}
 
-  // result_time() for each successor: a switch egress takes the head (start + latency), a posted
-  // write up to memory is done when it has left, anything else when it arrives.
-  const Picoseconds result = s.posted_up ? t.done : t.arrive;
-  const Picoseconds head = t.start + s.latency;
-  for (uint32_t e = s.succ_begin; e < s.succ_end; ++e) {
-    const uint32_t edge = c.succ[e];
-    const uint32_t j = edge & ~kSwitchEdge;
-    Chain::State& sj = c.state[j];
-    const Picoseconds r = (edge & kSwitchEdge) != 0 ? head : result;
-    if (r > sj.ready) sj.ready = r;
-    if (--sj.pending == 0) schedule_step(chain_id, j, sj.ready + c.place[j].wait);
+size_t TimingModel::run_steps(uint64_t before, size_t most) {
+  size_t ran = 0;
+  StepQueue::Key k{};
+  while (ran < most && queue_.pop_before(before, k)) {
+    now_ = Picoseconds(static_cast<int64_t>(StepQueue::time_of(k)));
+    run_step(StepQueue::chain_of(k), StepQueue::step_of(k));
+    ++ran;
+    // A listener may have scheduled a scheduler event before the next step.
+    if (listener_called_) break;
   }
-  if (--c.remaining == 0) {
-    --active_;
-    c.tpl.reset();
-    free_chains_.push_back(chain_id);
+  return ran;
+}
+
+void TimingModel::run_next() { run_steps(std::numeric_limits<uint64_t>::max(), 1); }
+
+Picoseconds TimingModel::next_time() const {
+  return Picoseconds(static_cast<int64_t>(StepQueue::time_of(queue_.front())));
+}
+
+void TimingModel::run() {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  for (;;) {
+    // Only a listener, called from a step, can schedule a scheduler event: until one is called,
+    // the scheduler's next event time stays what it was.
+    const int64_t s = scheduler_.next_event_ps();
+    listener_called_ = false;
+    if (run_steps(static_cast<uint64_t>(s), std::numeric_limits<size_t>::max()) > 0) continue;
+    if (s == kNone) return;
+    scheduler_.run_one();
   }
 }
 

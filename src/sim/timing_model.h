@@ -14,8 +14,8 @@
 //  - credits come back fc_update after the TLP arrived; tags when the read's last completion
 //    arrives; a pool unit when the step that releases it has arrived.
 // Each step is one event at its ready time, so resources are claimed in time order. The model keeps
-// these events in its own queue (plain 16-byte entries, no callbacks; a compiled chain carries each
-// step's server, costs and credit pool, resolved once): run() interleaves them with
+// these events in its own queue (step_queue.h: 16-byte keys, no callbacks; a compiled chain carries
+// each step's server, costs and credit pool, resolved once): run() interleaves them with
 // the scheduler's events (the workload's CPU), in time order, the scheduler's first at equal
 // times, the model's by (chain, step) among themselves. A
 // packet step (StepKind::kPacket) claims its four resources in that one event, each as soon as the
@@ -33,6 +33,7 @@
 #include "sim/resource.h"
 #include "sim/ring_queue.h"
 #include "sim/scheduler.h"
+#include "sim/step_queue.h"
 #include "sim/timing_params.h"
 
 namespace softhca::sim {
@@ -98,10 +99,7 @@ class TimingModel {
   // Runs the model's steps and the scheduler's events in time order until both are empty.
   void run();
   // The model's own next step, if any; run_next() places it (the caller keeps time order).
-  [[nodiscard]] bool has_pending() const {
-    settle();
-    return !queue_.empty();
-  }
+  [[nodiscard]] bool has_pending() const { return !queue_.empty(); }
   [[nodiscard]] Picoseconds next_time() const;
   void run_next();
   [[nodiscard]] Picoseconds now() const { return now_; }
@@ -118,44 +116,7 @@ class TimingModel {
  private:
   struct Chain;
   struct HostResources;
-  void run_step(uint32_t chain, uint32_t step);
-  // Takes `units`/`data` of pool `pool` for (chain, step) at now; false if it must wait (it is then
-  // queued, and run again when the pool can serve it).
-  bool take(uint32_t pool, uint64_t units, uint64_t data, uint32_t chain, uint32_t step);
-  void give_back(uint32_t pool, Picoseconds at, uint64_t units, uint64_t data);
-  void wake_head(uint32_t pool);
-  uint32_t credit_pool(uint32_t host, LinkDir dir, TlpClass cls) const;
-  uint32_t add_server();
-  uint32_t server_of(const Step& s);
-  Picoseconds service_of(const Step& s) const;
-  Picoseconds latency_of(const Step& s) const;
-  Picoseconds ib_serialization(uint32_t bytes) const;
-  Picoseconds place_packet(const StepPlacement& s, Picoseconds now, StepTimes& t);
-  void schedule_step(uint32_t chain, uint32_t step, Picoseconds at);
-  uint32_t take_chain();
-
-  __extension__ using Key = unsigned __int128;  // time << 64 | chain << 32 | step
-  void queue_push(Key k);
-  void queue_pop() const;
-  void sift_down(size_t i, Key k) const;
-  // While a step runs its key stays at the root of the queue (running_root_): the first step it
-  // schedules takes its place with one sift down instead of a pop and a push. settle() pops it
-  // when nothing did; observers call it first (const: it changes no observable state).
-  void settle() const {
-    if (!running_root_) return;
-    running_root_ = false;
-    queue_pop();
-  }
-
-  Scheduler& scheduler_;
-  TimingParams params_;
-  mutable std::vector<Key> queue_;  // 4-ary min-heap of ready steps
-  mutable bool running_root_ = false;
-  bool listener_called_ = false;  // a listener ran (it may have scheduled scheduler events)
-  Picoseconds now_{0};
-  std::vector<Server> servers_;  // every server of every host (HostResources names them by index)
-  std::vector<HostResources> hosts_;
-  std::vector<Pool> pools_;
+  struct PacketRoute;
   struct Waiter {
     uint32_t chain;
     uint32_t step;
@@ -163,7 +124,54 @@ class TimingModel {
     uint64_t data;
     bool scheduled;  // a retry is already scheduled
   };
-  std::vector<RingQueue<Waiter>> waiters_;  // per pool
+  // A pool and the requests waiting for it in order, side by side: one index reaches both.
+  struct PoolQueue {
+    Pool pool;
+    RingQueue<Waiter> waiters;
+  };
+  // Runs up to `most` of the model's steps due before `before` (ps), in order, stopping after one
+  // that called a listener (it may have scheduled a scheduler event); returns how many ran.
+  size_t run_steps(uint64_t before, size_t most);
+  void run_step(uint32_t chain, uint32_t step);
+  // Takes the step's pool unit and credits (each once: a retried step keeps what it took); false
+  // if it must wait for one of them.
+  bool acquire(const StepPlacement& s, uint32_t chain, uint32_t step);
+  // Takes `units`/`data` of pool `pool` for (chain, step) at now; false if it must wait (it is then
+  // queued, and run again when the pool can serve it).
+  bool take(uint32_t pool, uint64_t units, uint64_t data, uint32_t chain, uint32_t step);
+  bool take_as_head(PoolQueue& q, uint64_t units, uint64_t data);
+  // Gives back the step's credits and pool unit, each at its time.
+  void release(const StepPlacement& s, const StepTimes& t, Picoseconds tx_done);
+  void give_back(uint32_t pool, Picoseconds at, uint64_t units, uint64_t data);
+  // Schedules the head of q's line, if not yet, for when the returns known so far let it take.
+  void wake_head(PoolQueue& q);
+  uint32_t credit_pool(uint32_t host, LinkDir dir, TlpClass cls) const;
+  uint32_t add_server();
+  void plan_packets();
+  uint32_t server_of(const Step& s);
+  Picoseconds service_of(const Step& s) const;
+  Picoseconds latency_of(const Step& s) const;
+  Picoseconds ib_serialization(uint32_t bytes) const;
+  Picoseconds place_packet(const StepPlacement& s, Picoseconds now, StepTimes& t);
+  // Records the step's times, tells the listener of a tagged one.
+  void report(Chain& c, uint32_t step, const StepPlacement& s, StepTimes t);
+  // Hands the step's result to its successors; schedules those it was the last one missing.
+  void schedule_successors(Chain& c, uint32_t chain_id, const StepPlacement& s, const StepTimes& t);
+  void schedule_step(uint32_t chain, uint32_t step, Picoseconds at);
+  void chain_done(Chain& c, uint32_t chain_id);
+  uint32_t take_chain();
+
+  Scheduler& scheduler_;
+  TimingParams params_;
+  StepQueue queue_;  // ready steps by (time, chain, step)
+  bool listener_called_ = false;  // a listener ran (it may have scheduled scheduler events)
+  Picoseconds now_{0};
+  std::vector<Server> servers_;  // every server of every host (HostResources names them by index)
+  std::vector<HostResources> hosts_;
+  uint32_t join_server_ = 0;  // where joins are placed: no service, so done as soon as ready
+  std::vector<PacketRoute> routes_;   // [source * hosts + destination]
+  Picoseconds switch_head_delay_{0};  // from a packet's head leaving its port to its last egress
+  std::vector<PoolQueue> pools_;
   std::vector<std::unique_ptr<Chain>> chains_;
   std::vector<uint32_t> free_chains_;
   size_t active_ = 0;
