@@ -30,7 +30,7 @@ class QpCqeCount {
 }  // namespace
 
 void Completer::send_done(QueuePair& qp, const SendWqe& wqe) {
-  const QpCqeCount counted(dev_.stats_, qp.counters, false);
+  const QpCqeCount counted(*dev_.stats_, dev_.counters(qp), false);
   Cqe64 c{};
   c.sop_drop_qpn = (static_cast<uint32_t>(wqe.opcode) << 24) | qp.qpn;
   c.wqe_counter = wqe.wqe_index;
@@ -40,7 +40,7 @@ void Completer::send_done(QueuePair& qp, const SendWqe& wqe) {
 }
 
 void Completer::send_flush(QueuePair& qp, uint16_t wqe_index, WqeOpcode opcode) {
-  const QpCqeCount counted(dev_.stats_, qp.counters, true);
+  const QpCqeCount counted(*dev_.stats_, dev_.counters(qp), true);
   ErrCqe64 e{};
   e.syndrome = static_cast<uint8_t>(CqeSyndrome::kWrFlushErr);
   e.s_wqe_opcode_qpn = (static_cast<uint32_t>(opcode) << 24) | qp.qpn;
@@ -50,7 +50,7 @@ void Completer::send_flush(QueuePair& qp, uint16_t wqe_index, WqeOpcode opcode) 
 }
 
 void Completer::send_error(QueuePair& qp, const SendWqe& wqe, CqeSyndrome syndrome) {
-  const QpCqeCount counted(dev_.stats_, qp.counters, true);
+  const QpCqeCount counted(*dev_.stats_, dev_.counters(qp), true);
   ErrCqe64 e{};
   e.syndrome = static_cast<uint8_t>(syndrome);
   e.s_wqe_opcode_qpn = (static_cast<uint32_t>(wqe.opcode) << 24) | qp.qpn;
@@ -60,7 +60,7 @@ void Completer::send_error(QueuePair& qp, const SendWqe& wqe, CqeSyndrome syndro
 }
 
 void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
-  const QpCqeCount counted(dev_.stats_, qp.counters, false);
+  const QpCqeCount counted(*dev_.stats_, dev_.counters(qp), false);
   Cqe64 c{};
   c.sop_drop_qpn = qp.qpn;
   c.wqe_counter = info.wqe_counter;
@@ -75,7 +75,7 @@ void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
 }
 
 void Completer::recv_error(QueuePair& qp, uint16_t wqe_counter, CqeSyndrome syndrome) {
-  const QpCqeCount counted(dev_.stats_, qp.counters, true);
+  const QpCqeCount counted(*dev_.stats_, dev_.counters(qp), true);
   ErrCqe64 e{};
   e.syndrome = static_cast<uint8_t>(syndrome);
   e.s_wqe_opcode_qpn = qp.qpn;
@@ -89,7 +89,7 @@ void Completer::write(uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_er
   CompletionQueue* cq = dev_.cqs_.find(cqn);
   if (cq == nullptr) return;
   if (cq->in_error) {
-    ++dev_.stats_.cq_overruns;  // a CQ in error takes no more CQEs; they are lost as in an overrun
+    ++dev_.stats_->cq_overruns;  // a CQ in error takes no more CQEs; they are lost as in an overrun
     return;
   }
   const uint32_t nent = 1u << cq->log_nent;
@@ -102,7 +102,7 @@ void Completer::write(uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_er
   }
   const uint32_t ci = *dbrec & 0xffffff;
   if (((cq->pi - ci) & 0xffffff) >= nent) {
-    ++dev_.stats_.cq_overruns;
+    ++dev_.stats_->cq_overruns;
     return;
   }
   Cqe64 c = cqe;
@@ -114,7 +114,7 @@ void Completer::write(uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_er
     return;
   }
   ++cq->pi;
-  ++dev_.stats_.cqes_written;
+  ++dev_.stats_->cqes_written;
   if (cq->armed && (!cq->armed_solicited_only || solicited || is_error)) raise_event(*cq, cqn);
 }
 

@@ -42,7 +42,7 @@ Device::Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion reg
       region_(owned_region_.region().base != nullptr ? owned_region_.region() : region),
       state_(open_region(region_, init, config_)),
       heap_(static_cast<uint8_t*>(region_.base), state_.heap),
-      stats_(state_.stats),
+      stats_(&state_.stats[0]),
       pds_(heap_, state_.pds),
       mkeys_(heap_, state_.mkeys),
       eqs_(heap_, state_.eqs),
@@ -156,10 +156,10 @@ void Device::on_bfreg_write(uint32_t, uint64_t, const uint8_t* data, size_t len)
     // The doorbell carries the first 8 bytes of the last WQE's control segment.
     const auto index = static_cast<uint16_t>(ctrl_head[0].get() >> 8);
     const uint32_t ds = ctrl_head[1].get() & 0x3f;
-    ++qp->counters.doorbells;
+    ++counters(*qp).doorbells;
     pipeline.on_doorbell(static_cast<uint16_t>(index + wqe_bbs(ds)));
   } else {
-    ++qp->counters.blueflame_writes;
+    ++counters(*qp).blueflame_writes;
     pipeline.on_blueflame(std::span<const uint8_t>(data, len));
   }
 }
@@ -226,24 +226,22 @@ void Device::on_timer(Picoseconds now) {
 
 // ---- packets ----------------------------------------------------------------------------------
 
-namespace {
-// A sent packet in the counters of the QP whose work sent it (none: a command's, uncounted per QP).
-inline void count_qp_sent(QueuePair* qp, const fabric::PacketFields& f, size_t wire_bytes) {
-  if (qp == nullptr) return;
-  ++qp->counters.packets_sent;
-  qp->counters.bytes_sent += wire_bytes;
-  if (f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++qp->counters.naks_sent;
+void Device::count_qp_sent(const fabric::PacketFields& f, size_t wire_bytes) {
+  if (tx_qp_ == nullptr) return;
+  QpCounters& c = counters(*tx_qp_);
+  ++c.packets_sent;
+  c.bytes_sent += wire_bytes;
+  if (f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++c.naks_sent;
 }
-}  // namespace
 
 void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place) {
   if (loops_back(f)) {
     // What serialize() would have written, without writing it: same counters, same refusals.
     const size_t n = wire_size(f, payload.size());
     if (n == 0) return;
-    ++stats_.packets_sent;
-    stats_.bytes_sent += n;
-    count_qp_sent(tx_qp_, f, n);
+    ++stats_->packets_sent;
+    stats_->bytes_sent += n;
+    count_qp_sent(f, n);
     if (merge_looped_ack(f, n)) return;
     LoopedPacket& p = loop_tail();
     p.fields = f;
@@ -260,9 +258,9 @@ void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> pa
   }
   const size_t n = encode(f, payload);
   if (n == 0) return;
-  ++stats_.packets_sent;
-  stats_.bytes_sent += n;
-  count_qp_sent(tx_qp_, f, n);
+  ++stats_->packets_sent;
+  stats_->bytes_sent += n;
+  count_qp_sent(f, n);
   port_.transmit(std::span<const uint8_t>(tx_buf_.data(), n));
 }
 
@@ -326,11 +324,12 @@ bool Device::merge_ack_to_peer(const QueuePair& qp, Psn psn, fabric::AethFields 
   if (t.grh || !t.has_lrh || t.vl != 0 || t.dest_qp != Qpn(qp.attr.dest_qpn) || t.dlid != Lid(av.dlid) ||
       t.slid != Lid(lid()) || t.sl != av.sl || t.pkey != config_.port.pkeys[qp.attr.pkey_index])
     return false;
-  ++stats_.packets_sent;
-  stats_.bytes_sent += tail->wire_bytes;
+  ++stats_->packets_sent;
+  stats_->bytes_sent += tail->wire_bytes;
   if (tx_qp_ != nullptr) {
-    ++tx_qp_->counters.packets_sent;
-    tx_qp_->counters.bytes_sent += tail->wire_bytes;
+    QpCounters& c = counters(*tx_qp_);
+    ++c.packets_sent;
+    c.bytes_sent += tail->wire_bytes;
   }
   merge_into(*tail, psn, aeth);
   return true;
@@ -355,8 +354,8 @@ void Device::drain_loopback() {
   while (loop_count_ > 0) {
     // The slot stays counted while it is delivered, so a growth cannot hand it out again.
     const LoopedPacket& p = *loop_ring_[loop_head_];
-    stats_.packets_received += p.packets;
-    stats_.bytes_received += uint64_t{p.wire_bytes} * p.packets;
+    stats_->packets_received += p.packets;
+    stats_->bytes_received += uint64_t{p.wire_bytes} * p.packets;
     accept(p.fields, std::span<const uint8_t>(p.data, p.payload_bytes), p.wire_bytes, p.packets);
     loop_head_ = (loop_head_ + 1) & (loop_ring_.size() - 1);
     --loop_count_;
@@ -388,12 +387,12 @@ std::optional<uint32_t> Device::read_dbrec_be32(uint64_t addr, bool counted) {
 }
 
 void Device::receive(std::span<const uint8_t> packet) {
-  ++stats_.packets_received;
-  stats_.bytes_received += packet.size();
+  ++stats_->packets_received;
+  stats_->bytes_received += packet.size();
   fabric::PacketFields f;
   std::span<const uint8_t> payload;
   if (!decode(packet, f, payload)) {
-    stats_.drop(DropReason::kMalformed);
+    stats_->drop(DropReason::kMalformed);
   } else {
     accept(f, payload, packet.size());
   }
@@ -403,12 +402,12 @@ void Device::receive(std::span<const uint8_t> packet) {
 void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes,
                     uint32_t packets) {
   const auto drop = [&](DropReason why) {
-    for (uint32_t i = 0; i < packets; ++i) stats_.drop(why);
+    for (uint32_t i = 0; i < packets; ++i) stats_->drop(why);
   };
   if (!addressed_here(f)) return drop(DropReason::kWrongLid);  // Ethernet: not our GID
   QueuePair* qp = qps_.find(f.dest_qp.value());
   if (qp == nullptr) return drop(DropReason::kUnknownQp);
-  QpCounters& c = qp->counters;
+  QpCounters& c = counters(*qp);
   const auto drop_at_qp = [&](DropReason why) {
     c.packets_dropped += packets;
     drop(why);

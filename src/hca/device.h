@@ -68,7 +68,10 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   [[nodiscard]] static uint64_t default_region_bytes(const DeviceConfig& config);
 
   // Objects created by commands from now on belong to `owner` (default 0): a process of the host.
-  void set_owner(uint32_t owner) { owner_ = owner; }
+  void set_owner(uint32_t owner) {
+    owner_ = owner;
+    stats_ = &state_.stats[owner % kStatsBanks];
+  }
   [[nodiscard]] uint32_t owner() const { return owner_; }
   // Destroys every object of `owner` — QPs, SRQs, CQs, EQs, memory keys, PDs, in that order —
   // without DMA to its memory and without interrupts: its process is gone. Packets that arrive
@@ -102,9 +105,12 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
 
   [[nodiscard]] const DeviceConfig& config() const { return config_; }
   [[nodiscard]] uint16_t lid() const { return config_.port.lid; }
-  [[nodiscard]] const DeviceStats& stats() const { return stats_; }
+  // The device's packet counters: every process's work (all banks).
+  [[nodiscard]] DeviceStats stats() const { return state_.total_stats(); }
   [[nodiscard]] pcie::DevicePort& dma() { return dma_; }
   [[nodiscard]] DeviceRegion region() const { return region_; }
+  // The set of `qp`'s counters this process counts into (QueuePair::counters).
+  [[nodiscard]] QpCounters& counters(QueuePair& qp) const { return qp.counters[qp.owner == owner_ ? 0 : 1]; }
 
  private:
   friend class SendPipeline;
@@ -162,6 +168,8 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // in_place: the payload is host memory read by dma_read_in_place(); a looped packet then
   // carries it by reference (it is consumed before the entry point returns), never copied.
   void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place = false);
+  // A sent packet in the counters of the QP whose work sent it (tx_qp_; none: a command's).
+  void count_qp_sent(const fabric::PacketFields& f, size_t wire_bytes);
   // Where a sender gathers the payload of a packet with these (routed) fields: a loopback slot
   // when the packet will loop back (transmit() then copies nothing), payload_buf_ otherwise.
   uint8_t* payload_buffer_for(const fabric::PacketFields& f);
@@ -188,6 +196,29 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // counted sent (device and tx_qp_) and merged when the queue's tail is an ACK on that route.
   bool merge_ack_to_peer(const QueuePair& qp, Psn psn, fabric::AethFields aeth);
   LoopedPacket* ack_at_loop_tail();  // the last queued packet, if a positive ACK not being delivered
+  // Whether every looped packet waiting behind the one being delivered (if any) is a positive ACK:
+  // a request may then be carried out at once (express.cc), as on a wire where ACKs are in flight
+  // the other way; requests and responses queued keep their order. With merging, ACKs take one slot.
+  [[nodiscard]] bool loop_holds_only_acks() {
+    const size_t waiting = loop_count_ - (draining_ ? 1 : 0);
+    return waiting == 0 || (waiting == 1 && ack_at_loop_tail() != nullptr);
+  }
+  // A request packet of `wire_bytes` that looped back and was taken by `receiver` without being
+  // queued (express.cc): counted sent (device, `sender` if any) and received (device, receiver).
+  void count_express_packet(QueuePair* sender, QueuePair& receiver, size_t wire_bytes) {
+    ++stats_->packets_sent;
+    stats_->bytes_sent += wire_bytes;
+    ++stats_->packets_received;
+    stats_->bytes_received += wire_bytes;
+    if (sender != nullptr) {
+      QpCounters& s = counters(*sender);
+      ++s.packets_sent;
+      s.bytes_sent += wire_bytes;
+    }
+    QpCounters& r = counters(receiver);
+    ++r.packets_received;
+    r.bytes_received += wire_bytes;
+  }
   static void merge_into(LoopedPacket& ack, Psn psn, fabric::AethFields aeth);
   void drain_loopback();
   // While `current`, a looped packet, is being delivered: the PSN of the packet queued right
@@ -220,11 +251,11 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // LRH/GRH/BTH addressing of a packet to a connected QP's peer (primary path).
   void route_to_peer(const QueuePair& qp, fabric::PacketFields& f) const;
   // The 32-bit big-endian value of a doorbell record field read from host memory; nothing on a
-  // DMA fault (counted in stats_.dma_faults).
+  // DMA fault (counted in stats_->dma_faults).
   std::optional<uint32_t> read_dbrec_be32(uint64_t addr, bool counted);
   // Counts a DMA fault and returns false, for `return fault();` at a failed DMA.
   bool fault() {
-    ++stats_.dma_faults;
+    ++stats_->dma_faults;
     return false;
   }
   // A QP's arrays in the region.
@@ -263,7 +294,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // ---- views of the state in the region ----
   DeviceState& state_;
   mutable RegionHeap heap_;
-  DeviceStats& stats_;
+  DeviceStats* stats_;  // the bank this process counts into (set_owner())
   ObjectTable<uint32_t> pds_;  // value: objects using the PD
   MemoryKeys mkeys_;
   ObjectTable<EventQueue> eqs_;

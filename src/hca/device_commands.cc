@@ -183,6 +183,7 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
   const uint32_t qpn = qps_.insert(owner_, &qp);
   if (qp == nullptr) return ENOMEM;
   qp->qpn = qpn;
+  qp->owner = owner_;
   qp->type = in.type;
   qp->pdn = in.pdn;
   qp->send_cqn = in.send_cqn;

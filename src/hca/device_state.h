@@ -9,6 +9,7 @@
 // arrays come from the heap, so the region's size beyond the slot arrays decides how many objects
 // and how large send queues fit (ENOMEM from the command when it is full).
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -25,10 +26,14 @@ inline constexpr uint32_t kFirstNumber = 1;  // 0 is never a valid object number
 inline constexpr uint32_t kMaxEqs = 1024;
 // The least heap a region must have beyond its slot arrays: a handful of objects and QPs.
 inline constexpr uint64_t kMinHeapBytes = uint64_t{1} << 20;
+// Banks of packet counters: each process of a host counts into bank (its slot mod this), so two
+// processes working one after the other do not pass the counters' lines between cores on every
+// message; the device's counts are the sum of the banks (DeviceState::total_stats()).
+inline constexpr uint32_t kStatsBanks = 8;
 
 struct DeviceState {
   static constexpr uint64_t kMagic = 0x31'41'43'48'54'46'4f'53ull;  // "SOFTHCA1", little-endian
-  static constexpr uint32_t kVersion = 2;  // 2: per-QP counters at the end of QueuePair
+  static constexpr uint32_t kVersion = 3;  // 2: per-QP counters; 3: hot counters on lines of their own
 
   uint64_t magic = 0;
   uint32_t version = 0;
@@ -40,14 +45,20 @@ struct DeviceState {
   uint8_t reserved_19[1] = {};
   uint16_t roce_udp_port = 0;
   uint32_t ipv4 = 0;
-  DeviceStats stats{};
-  TableState pds{};
+  std::array<DeviceStats, kStatsBanks> stats{};
+  alignas(64) TableState pds{};
   TableState eqs{};
   TableState cqs{};
   TableState srqs{};
   TableState qps{};
   MemoryKeysState mkeys{};
   HeapState heap{};
+
+  [[nodiscard]] DeviceStats total_stats() const {
+    DeviceStats sum;
+    for (const DeviceStats& bank : stats) sum += bank;
+    return sum;
+  }
 };
 static_assert(std::is_trivially_copyable_v<DeviceState> && std::is_standard_layout_v<DeviceState>);
 

@@ -17,4 +17,23 @@ std::string_view to_string(DropReason r) {
   return "?";
 }
 
+DeviceStats& DeviceStats::operator+=(const DeviceStats& o) {
+  packets_sent += o.packets_sent;
+  packets_received += o.packets_received;
+  bytes_sent += o.bytes_sent;
+  bytes_received += o.bytes_received;
+  acks_sent += o.acks_sent;
+  cqes_written += o.cqes_written;
+  express_writes += o.express_writes;
+  naks_sent += o.naks_sent;
+  rnr_naks_sent += o.rnr_naks_sent;
+  retransmitted_packets += o.retransmitted_packets;
+  timeouts += o.timeouts;
+  duplicates += o.duplicates;
+  cq_overruns += o.cq_overruns;
+  dma_faults += o.dma_faults;
+  for (size_t i = 0; i < dropped.size(); ++i) dropped[i] += o.dropped[i];
+  return *this;
+}
+
 }  // namespace softhca::hca

@@ -21,22 +21,26 @@ enum class DropReason : uint8_t {
 };
 std::string_view to_string(DropReason r);
 
-struct DeviceStats {
+// alignas(64): the region keeps banks of them, one per group of processes (DeviceState), each on
+// lines of its own; those counted on every message come first, within one cache line.
+struct alignas(64) DeviceStats {
   uint64_t packets_sent = 0;
   uint64_t packets_received = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t acks_sent = 0;
+  uint64_t cqes_written = 0;
+  uint64_t express_writes = 0;  // looped-back WRITEs carried out at once (transport/express.cc)
   uint64_t naks_sent = 0;
   uint64_t rnr_naks_sent = 0;
   uint64_t retransmitted_packets = 0;
   uint64_t timeouts = 0;
   uint64_t duplicates = 0;
-  uint64_t cqes_written = 0;
   uint64_t cq_overruns = 0;
   uint64_t dma_faults = 0;  // DMA addresses the host bridge could not resolve
   std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> dropped{};
   void drop(DropReason r) { ++dropped[static_cast<size_t>(r)]; }
+  DeviceStats& operator+=(const DeviceStats& o);
   [[nodiscard]] uint64_t total_dropped() const {
     uint64_t n = 0;
     for (uint64_t d : dropped) n += d;

@@ -118,19 +118,37 @@ struct ResponderState {
 // its entry and exit points, under the device lock; read without it by observers (plain aligned
 // integers: a reader may see a count a moment old, never a torn pointer). Units: packets, bytes
 // on the wire, CQEs.
-struct QpCounters {
+// alignas(64): a QP keeps two sets on lines of their own (QueuePair::counters); those counted on
+// every message come first, within one cache line.
+struct alignas(64) QpCounters {
   uint64_t packets_sent = 0;      // by this QP: requests, retransmissions, ACKs, READ responses
   uint64_t bytes_sent = 0;        // [bytes] on the wire
   uint64_t packets_received = 0;  // addressed to this QP and taken (QP state, transport, P_Key passed)
   uint64_t bytes_received = 0;    // [bytes] on the wire
+  uint64_t doorbells = 0;         // doorbell rings (one 8-byte MWr each, cause doorbell)
+  uint64_t blueflame_writes = 0;  // WQEs written through the BAR (cause blueflame)
+  uint64_t cqes = 0;              // CQEs written for its send and receive queues (one MWr each, cause cqe_write)
   uint64_t packets_dropped = 0;   // addressed to this QP but refused (state, transport, P_Key)
   uint64_t retransmitted = 0;     // packets the requester sent again
   uint64_t naks_sent = 0;         // NAKs and RNR NAKs the responder sent
   uint64_t naks_received = 0;     // NAKs and RNR NAKs the requester received
-  uint64_t doorbells = 0;         // doorbell rings (one 8-byte MWr each, cause doorbell)
-  uint64_t blueflame_writes = 0;  // WQEs written through the BAR (cause blueflame)
-  uint64_t cqes = 0;              // CQEs written for its send and receive queues (one MWr each, cause cqe_write)
   uint64_t error_cqes = 0;        // of which completions with an error (flushes included)
+
+  QpCounters& operator+=(const QpCounters& o) {
+    packets_sent += o.packets_sent;
+    bytes_sent += o.bytes_sent;
+    packets_received += o.packets_received;
+    bytes_received += o.bytes_received;
+    doorbells += o.doorbells;
+    blueflame_writes += o.blueflame_writes;
+    cqes += o.cqes;
+    packets_dropped += o.packets_dropped;
+    retransmitted += o.retransmitted;
+    naks_sent += o.naks_sent;
+    naks_received += o.naks_received;
+    error_cqes += o.error_cqes;
+    return *this;
+  }
 };
 
 struct QueuePair {
@@ -153,9 +171,22 @@ struct QueuePair {
   // Region offsets (Device::sq_shadow() and Device::record() resolve them):
   uint64_t sq_shadow = 0;  // sq_bbs() * 64 bytes: fetched WQE bytes, indexed like the ring
   uint64_t records = 0;    // sq_bbs() SendRecords, by first basic block of each WQE
-  RequesterState req{};
-  ResponderState resp{};
-  QpCounters counters{};  // zeroed when the QP is created
+  uint32_t owner = 0;  // the process (Device::owner()) that created it
+  // Each on lines of its own: with two processes on one device, the requester state is written by
+  // the QP's own process, the responder state by its peer's, and neither should pull the other's
+  // line across cores on every message (docs/live-mode.md, "Cache lines"). For the same reason the
+  // counters come in two sets, [0] counted by the owner's threads, [1] by other processes' (a
+  // peer placing a message here, and this QP's ACKs sent meanwhile): zeroed when the QP is created,
+  // read as their sum.
+  alignas(64) RequesterState req{};
+  alignas(64) ResponderState resp{};
+  std::array<QpCounters, 2> counters{};
+
+  [[nodiscard]] QpCounters total_counters() const {
+    QpCounters sum = counters[0];
+    sum += counters[1];
+    return sum;
+  }
 
   [[nodiscard]] uint32_t sq_bbs() const { return 1u << log_sq_bbs; }
   [[nodiscard]] uint64_t sq_shadow_bytes() const { return uint64_t{sq_bbs()} * hwif::kSendWqeBbBytes; }

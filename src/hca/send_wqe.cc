@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/endian.h"
+#include "base/units.h"
 
 namespace softhca::hca {
 
@@ -24,7 +25,7 @@ void copy_from_ring(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst
 namespace {
 
 // x mod n, per WQE: a mask for the power-of-two rings a QP has, a division only for other sizes.
-uint32_t wrap(uint32_t x, uint32_t n) { return std::has_single_bit(n) ? x & (n - 1) : x % n; }
+uint32_t wrap(uint32_t x, uint32_t n) { return is_power_of_two(n) ? x & (n - 1) : x % n; }
 
 // Reads 16-byte segments one after another, wrapping at the end of the ring.
 class SegmentCursor {

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "base/units.h"
 #include "pcie/tlp_split.h"
 
 namespace softhca::pcie {
@@ -38,7 +39,7 @@ namespace {
 // Per DMA, so shifts where the unit is a power of two (MPS, MRRS and RCB always are, PCIe 7.5.3.4):
 // a 64-bit division costs tens of cycles, four of them per read.
 uint64_t chunks(uint64_t addr, uint64_t len, uint64_t unit) {
-  if (std::has_single_bit(unit)) {
+  if (is_power_of_two(unit)) {
     const int shift = std::countr_zero(unit);
     return ((addr + len + unit - 1) >> shift) - (addr >> shift);
   }
@@ -50,7 +51,7 @@ void DevicePort::count_read(uint64_t host_addr, size_t len, TlpCause cause) {
   // Completions are cut at completion_bytes boundaries inside each MRRS-aligned request; when
   // completion_bytes divides MRRS that is the same as cutting the whole range at them.
   if (sink_.counts_only() && (config_.mrrs_bytes & (config_.completion_bytes - 1)) == 0 &&
-      std::has_single_bit(config_.completion_bytes)) {
+      is_power_of_two(config_.completion_bytes)) {
     const uint64_t mrd = chunks(host_addr, len, config_.mrrs_bytes);
     const uint64_t cpld = chunks(host_addr, len, config_.completion_bytes);
     sink_.on_tlp_run(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
@@ -79,6 +80,11 @@ void DevicePort::count_write(uint64_t host_addr, size_t len, TlpCause cause) {
     sink_.on_tlp(Tlp{TlpType::kMWr, Direction::kUpstream, cause, a, bytes, 0,
                      bytes + config_.mwr_overhead_bytes});
   });
+}
+
+std::span<uint8_t> DevicePort::map_range(uint64_t host_addr, size_t len) {
+  const std::span<uint8_t> m = bridge_.map(host_addr, len);
+  return m.size() >= len ? m.first(len) : std::span<uint8_t>{};
 }
 
 uint8_t* DevicePort::map_word(uint64_t host_addr, size_t len) {

@@ -46,9 +46,14 @@ class DevicePort {
 
   [[nodiscard]] const PcieConfig& config() const { return config_; }
 
- private:
+  // For a transfer whose bytes move by one copy between two mapped ranges (a looped-back message,
+  // hca/transport/express.cc): the host memory of [host_addr, +len) when it is one mapping, empty
+  // otherwise, counting nothing; and the TLPs of each DMA the device stands for, counted apart.
+  [[nodiscard]] std::span<uint8_t> map_range(uint64_t host_addr, size_t len);
   void count_read(uint64_t host_addr, size_t len, TlpCause cause);
   void count_write(uint64_t host_addr, size_t len, TlpCause cause);
+
+ private:
   // The host memory of an aligned 4- or 8-byte word, or nullptr on a fault.
   uint8_t* map_word(uint64_t host_addr, size_t len);
 

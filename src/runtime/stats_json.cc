@@ -53,7 +53,7 @@ std::optional<hca::DeviceState> device_state(const hca::DeviceRegion& r) {
 }
 
 json qp_json(uint32_t qpn, const hca::QueuePair& qp) {
-  const hca::QpCounters& c = qp.counters;
+  const hca::QpCounters c = qp.total_counters();
   return {{"qpn", qpn},
           {"type", qp_type_name(qp.type)},
           {"state", qp_state_name(qp.attr.state)},
@@ -89,6 +89,7 @@ json packet_stats_json(const hca::DeviceStats& s) {
           {"duplicates", s.duplicates},
           {"cqes_written", s.cqes_written},
           {"cq_overruns", s.cq_overruns},
+          {"express_writes", s.express_writes},
           {"dropped", drops}};
 }
 
@@ -110,7 +111,7 @@ json qp_stats_json(const hca::DeviceRegion& region) {
 
 hca::DeviceStats region_packet_stats(const hca::DeviceRegion& region) {
   const std::optional<hca::DeviceState> st = device_state(region);
-  return st ? st->stats : hca::DeviceStats{};
+  return st ? st->total_stats() : hca::DeviceStats{};
 }
 
 }  // namespace softhca::runtime

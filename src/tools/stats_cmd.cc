@@ -46,6 +46,7 @@ constexpr PacketRow kPacketRows[] = {
     {"duplicates", "duplicates received"},
     {"cqes_written", "CQEs written"},
     {"cq_overruns", "CQ overruns"},
+    {"express_writes", "express WRITEs"},
 };
 
 // The per-QP columns (runtime/stats_json.cc qp_json), in table order.

@@ -146,12 +146,22 @@ std::string_view to_string(ParseStatus s) {
   return "unknown";
 }
 
+namespace {
+size_t transport_bytes_of(const OpcodeInfo& info, size_t payload_bytes) {
+  return kBthBytes + info.ext_bytes() + payload_bytes + pad_count(payload_bytes);
+}
+}  // namespace
+
 size_t transport_bytes(const PacketFields& f, size_t payload_bytes) {
   const OpcodeInfo info = opcode_info(f.opcode);
   if (!info.valid || !ext_headers_match(f, info)) return 0;
   if (!info.has_payload && payload_bytes != 0) return 0;
   if (payload_bytes > kMaxPayloadBytes) return 0;
-  return kBthBytes + info.ext_bytes() + payload_bytes + pad_count(payload_bytes);
+  return transport_bytes_of(info, payload_bytes);
+}
+
+size_t local_wire_bytes(BthOpcode op, size_t payload_bytes) {
+  return kLrhBytes + transport_bytes_of(opcode_info(op), payload_bytes) + kCrcBytes;
 }
 
 size_t serialize_transport(const PacketFields& f, std::span<const uint8_t> payload, std::span<uint8_t> out) {

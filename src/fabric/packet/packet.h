@@ -154,6 +154,9 @@ std::string_view to_string(ParseStatus s);
 // extension headers not matching it, payload on an opcode without one, payload > kMaxPayloadBytes,
 // has_lrh false).
 size_t wire_bytes(const PacketFields& f, size_t payload_bytes);
+// What wire_bytes() gives for a well-formed packet of this opcode with no GRH: LRH, BTH, the
+// opcode's extension headers, payload_bytes (<= kMaxPayloadBytes) of payload, pad, ICRC, VCRC.
+size_t local_wire_bytes(BthOpcode op, size_t payload_bytes);
 
 // Writes LRH [GRH] BTH [ETHs] payload pad ICRC VCRC into out and returns the bytes written: 0 when
 // wire_bytes() is 0 or out is smaller. Fields wider than their wire field are cut to its width.

@@ -13,11 +13,6 @@ using namespace hwif;
 using fabric::OpKind;
 
 namespace {
-// At most 128 unacknowledged PSNs per QP (as Linux rxe, figures.md R1); an ACK is requested at
-// least every 64 packets (R1).
-constexpr uint32_t kMaxUnackedPsns = 128;
-constexpr uint32_t kAckRequestInterval = 64;
-
 uint32_t packets_of(const SendWqe& w, uint32_t mtu) {
   if (w.is_atomic()) return 1;
   return w.length <= mtu ? 1 : static_cast<uint32_t>(ceil_div(w.length, mtu));
@@ -64,13 +59,15 @@ void Requester::pump(const SendRecord* hint) {
       // One request covers the whole response; a READ resumes after what already arrived.
       if (!r->response_done) send_request_packet(*r, std::max(index, r->resp_received));
       rq.tx_psn = psn_add(r->first_psn, r->npkts);
+    } else if (rc && index == 0 && !resend && fits_window(*r) && express_write(*r)) {
+      rq.tx_psn = psn_add(r->first_psn, r->npkts);
     } else {
       send_request_packet(*r, index);
       rq.tx_psn = psn_add(rq.tx_psn, 1);
     }
     if (resend) {
-      ++dev_.stats_.retransmitted_packets;
-      ++qp_.counters.retransmitted;
+      ++dev_.stats_->retransmitted_packets;
+      ++dev_.counters(qp_).retransmitted;
     }
     if (psn_cmp(rq.tx_psn, rq.max_sent_psn) > 0) rq.max_sent_psn = rq.tx_psn;
   }
@@ -173,9 +170,7 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
       }
     }
     f.solicited = w.solicited && last;
-    // RC asks for an ACK at the end of each message and every kAckRequestInterval packets, so a
-    // message longer than the window keeps flowing.
-    f.ack_req = qp_.type == QpType::kRc && (last || (index + 1) % kAckRequestInterval == 0);
+    f.ack_req = qp_.type == QpType::kRc && rc_asks_ack(index, rec.npkts);
     // Looped back from one mapped piece of host memory: read where it lies, copied once, by the
     // responder, straight into the target buffer.
     if (const std::span<const uint8_t> view = gather_in_place(w, off, payload_len, f); !view.empty()) {
@@ -318,7 +313,7 @@ void Requester::fail_at(uint32_t psn, CqeSyndrome syndrome) {
 void Requester::on_timer(bool rnr_wait) {
   if (qp_.state() != QpState::kRts || qp_.req.complete == qp_.req.exec) return;
   if (!rnr_wait) {
-    ++dev_.stats_.timeouts;
+    ++dev_.stats_->timeouts;
     if (qp_.req.retries_left == 0) return fail_at(qp_.req.una_psn, CqeSyndrome::kRetryExcErr);
     --qp_.req.retries_left;
     qp_.req.implied_nak_psn = ResponderState::kNoPsn;  // what was sent again may be lost again
@@ -344,7 +339,7 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
     }
     // A NAK names a PSN in flight; anything else is stale or bogus.
     if (psn_cmp(psn, qp_.req.una_psn) < 0 || psn_cmp(psn, qp_.req.next_psn) >= 0)
-      return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+      return dev_.stats_->drop(DropReason::kPsnOutOfWindow);
     // NAKs and RNR NAKs acknowledge everything before their PSN.
     acknowledge(psn_add(psn, Psn::kMask));
     if (fabric::is_rnr_nak(syn)) {
@@ -374,13 +369,13 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
   }
 
   SendRecord* r = record_for_psn(psn);
-  if (r == nullptr || r->response_done) return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+  if (r == nullptr || r->response_done) return dev_.stats_->drop(DropReason::kPsnOutOfWindow);
   // Responses come in PSN order (IBA 9.7): one for a later READ or atomic while an earlier one
   // still waits for its own says that one's response was lost (implied NAK). Taking it anyway would
   // let more atomics in flight than the responder's replay ring remembers.
   if (unanswered_before(r->first_psn) != nullptr) {
     acknowledge(psn);
-    return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+    return dev_.stats_->drop(DropReason::kPsnOutOfWindow);
   }
   if (info.kind == OpKind::kAtomicAcknowledge && r->wqe.is_atomic() && f.atomic_ack) {
     const uint64_t value = f.atomic_ack->orig;  // the target's original value, in host order
@@ -389,13 +384,13 @@ void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8
   } else if (info.kind == OpKind::kRdmaReadResponse && r->wqe.is_read()) {
     // Responses must arrive in order: exactly the next PSN of this READ.
     const auto index = static_cast<uint32_t>(psn_cmp(psn, r->first_psn));
-    if (psn != psn_add(r->first_psn, r->resp_received)) return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+    if (psn != psn_add(r->first_psn, r->resp_received)) return dev_.stats_->drop(DropReason::kPsnOutOfWindow);
     if (!scatter(r->wqe, static_cast<uint64_t>(index) * mtu(), payload))
       return fail_at(psn, CqeSyndrome::kLocProtErr);
     ++r->resp_received;
     if (!info.ends_message()) return;
   } else {
-    return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+    return dev_.stats_->drop(DropReason::kPsnOutOfWindow);
   }
   r->response_done = true;
   --qp_.req.outstanding_rd;

@@ -7,8 +7,20 @@
 #include <span>
 
 #include "hca/device.h"
+#include "hca/transport/wire.h"
 
 namespace softhca::hca {
+
+// At most 128 unacknowledged PSNs per QP (as Linux rxe, figures.md R1); an ACK is requested at
+// least every 64 packets (R1).
+inline constexpr uint32_t kMaxUnackedPsns = 128;
+inline constexpr uint32_t kAckRequestInterval = 64;
+
+// Whether RC packet `index` of a message of `npkts` asks for an ACK: the last one, and one every
+// kAckRequestInterval packets, so a message longer than the window keeps flowing.
+constexpr bool rc_asks_ack(uint32_t index, uint32_t npkts) {
+  return index + 1 == npkts || (index + 1) % kAckRequestInterval == 0;
+}
 
 class Requester {
  public:
@@ -23,6 +35,15 @@ class Requester {
 
  private:
   void send_request_packet(const SendRecord& rec, uint32_t index);
+  // A whole RDMA WRITE (no immediate) to a QP of this device, carried out at once when nothing but
+  // ACKs waits in the loopback queue (express.cc): the responder's checks first, then one copy, each
+  // packet and DMA counted as on the wire. False, with nothing done, when it must take the packet
+  // path (anything the responder would refuse, payload not in one mapping, other packets queued).
+  bool express_write(const SendRecord& rec);
+  // Whether every packet of the message lies inside the window pump() keeps.
+  [[nodiscard]] bool fits_window(const SendRecord& rec) const {
+    return psn_cmp(psn_add(rec.first_psn, rec.npkts - 1), qp_.req.una_psn) < static_cast<int32_t>(kMaxUnackedPsns);
+  }
   bool gather(const SendWqe& wqe, uint64_t offset, uint32_t len, uint8_t* dst);
   bool scatter(const SendWqe& wqe, uint64_t offset, std::span<const uint8_t> data);
   // The payload of a looped-back packet as host memory, counted as read, when it lies in one SGE

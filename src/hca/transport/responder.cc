@@ -277,12 +277,12 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
 void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
   const fabric::AethFields aeth{syndrome, qp_.resp.msn};
   if (fabric::is_ack(syndrome)) {
-    ++dev_.stats_.acks_sent;
+    ++dev_.stats_->acks_sent;
     if (dev_.merge_ack_to_peer(qp_, Psn(psn), aeth)) return;  // a burst's ACKs, looped back
   } else if (fabric::is_rnr_nak(syndrome)) {
-    ++dev_.stats_.rnr_naks_sent;
+    ++dev_.stats_->rnr_naks_sent;
   } else {
-    ++dev_.stats_.naks_sent;
+    ++dev_.stats_->naks_sent;
   }
   fabric::PacketFields r;
   dev_.route_to_peer(qp_, r);
@@ -295,7 +295,7 @@ void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
 // ---- RC -----------------------------------------------------------------------------------------
 
 void Responder::rc_duplicate(const fabric::PacketFields& f) {
-  ++dev_.stats_.duplicates;
+  ++dev_.stats_->duplicates;
   const fabric::OpcodeInfo info = fabric::opcode_info(f.opcode);
   if (info.kind == OpKind::kRdmaReadRequest) {
     execute_read(f);  // READs are idempotent: answer again
@@ -355,7 +355,7 @@ void Responder::on_rc(const fabric::PacketFields& f, std::span<const uint8_t> pa
       st.nak_sent = true;
       send_ack(st.epsn, fabric::nak_syndrome(NakCode::kPsnSequenceError));
     }
-    return dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+    return dev_.stats_->drop(DropReason::kPsnOutOfWindow);
   }
   const fabric::OpcodeInfo info = fabric::opcode_info(f.opcode);
   Placed p = Placed::kInvalid;
@@ -392,7 +392,7 @@ void Responder::on_uc(const fabric::PacketFields& f, std::span<const uint8_t> pa
     st.uc_drop_message = !info.starts_message();
     st.write_active = false;
     if (st.recv.valid) st.recv.offset = 0;
-    dev_.stats_.drop(DropReason::kPsnOutOfWindow);
+    dev_.stats_->drop(DropReason::kPsnOutOfWindow);
   }
   st.epsn = psn_add(f.psn.value(), 1);
   if (st.uc_drop_message) {
@@ -401,7 +401,7 @@ void Responder::on_uc(const fabric::PacketFields& f, std::span<const uint8_t> pa
   }
   Placed p = info.kind == OpKind::kSend ? place_send(f, payload) : place_write(f, payload);
   if (p == Placed::kOk) return;
-  dev_.stats_.drop(p == Placed::kNoRecv ? DropReason::kNoReceiveWqe : DropReason::kMalformed);
+  dev_.stats_->drop(p == Placed::kNoRecv ? DropReason::kNoReceiveWqe : DropReason::kMalformed);
   if (p == Placed::kLength && st.recv.valid) {
     Completer(dev_).recv_error(qp_, st.recv.wqe_counter, CqeSyndrome::kLocLenErr);
     st.recv.valid = false;
@@ -411,12 +411,12 @@ void Responder::on_uc(const fabric::PacketFields& f, std::span<const uint8_t> pa
 }
 
 void Responder::on_ud(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
-  if (!f.deth) return dev_.stats_.drop(DropReason::kMalformed);
-  if (f.deth->qkey != qp_.attr.qkey) return dev_.stats_.drop(DropReason::kBadQkey);
+  if (!f.deth) return dev_.stats_->drop(DropReason::kMalformed);
+  if (f.deth->qkey != qp_.attr.qkey) return dev_.stats_->drop(DropReason::kBadQkey);
   RecvBuffer& rb = qp_.resp.recv;
   if (!take_recv_wqe(rb)) {
     if (ring_fault_) return dev_.enter_error(qp_);  // its receive queue cannot be read
-    return dev_.stats_.drop(DropReason::kNoReceiveWqe);
+    return dev_.stats_->drop(DropReason::kNoReceiveWqe);
   }
   if (payload.size() + kGrhSlotBytes > rb.capacity) {
     Completer(dev_).recv_error(qp_, rb.wqe_counter, CqeSyndrome::kLocLenErr);

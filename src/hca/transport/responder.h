@@ -7,6 +7,7 @@
 // or the receive queue itself a local protection error (RC: NAK remote operational error); the
 // QP goes to error.
 #pragma once
+#include <optional>
 #include <span>
 
 #include "hca/device.h"
@@ -19,6 +20,19 @@ class Responder {
   Responder(Device& dev, QueuePair& qp) : dev_(dev), qp_(qp) {}
 
   void on_request(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+
+  // An RDMA WRITE (no immediate) of `len` bytes at `va`/`rkey` whose first packet has PSN `psn`,
+  // P_Key `pkey`, looped back from a QP of this device (express.cc): where its bytes go — host
+  // memory in one mapping — when every check accept(), on_rc() and place_write() make would pass;
+  // nullopt otherwise, with nothing changed (the packets then take the ordinary path).
+  struct ExpressTarget {
+    uint64_t host_addr = 0;       // the DMA address the bytes go to
+    std::span<uint8_t> memory{};  // that memory, mapped (empty for a zero-length WRITE)
+  };
+  [[nodiscard]] std::optional<ExpressTarget> express_target(uint32_t psn, uint16_t pkey, uint64_t va, uint32_t rkey,
+                                                            uint64_t len) const;
+  // Packet `psn` of such a WRITE was placed: the state on_rc() leaves, and the ACK it asked for.
+  void express_placed(uint32_t psn, bool last, bool ack_req);
   // QP in error: posted receive WQEs complete with flush errors (not those of an SRQ).
   void flush();
 

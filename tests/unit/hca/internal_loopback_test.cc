@@ -93,6 +93,8 @@ TEST(InternalLoopback, AThreePacketWriteIsCountedAsOnTheWireAndLandsInOneCopy) {
   expect_same(wire, inside);
   EXPECT_EQ(inside.stats.packets_sent, 4u);  // Expect: 3 requests + 1 ACK
   EXPECT_EQ(inside.stats.acks_sent, 1u);
+  EXPECT_EQ(wire.stats.express_writes, 0u);
+  EXPECT_EQ(inside.stats.express_writes, 1u);  // Expect: placed at once, as a whole
   ASSERT_EQ(inside.cqes0.size(), 1u);
   EXPECT_EQ(std::memcmp(inside.memory.data() + 20000, inside.memory.data() + 100, 3000), 0);
 }
@@ -138,6 +140,7 @@ TEST(InternalLoopback, APostListOfUnsignaledWritesIsAckedAndCountedAsOnTheWire) 
   expect_same(wire, inside);
   EXPECT_EQ(inside.stats.packets_sent, 2u * kList);  // Expect: 32 requests + 32 ACKs
   EXPECT_EQ(inside.stats.acks_sent, static_cast<uint64_t>(kList));
+  EXPECT_EQ(inside.stats.express_writes, static_cast<uint64_t>(kList));
   ASSERT_EQ(inside.cqes0.size(), 1u);
   EXPECT_EQ(inside.cqes0[0].wqe_counter, kList - 1);
   EXPECT_EQ(std::memcmp(inside.memory.data() + 30000, inside.memory.data(), 8 * kList), 0);
@@ -152,8 +155,48 @@ TEST(InternalLoopback, AWriteToAnInvalidRkeyIsNakedAndFailsAsOnTheWire) {
   const Outcome inside = run(true, work);
   expect_same(wire, inside);
   EXPECT_EQ(inside.stats.naks_sent, 1u);
+  EXPECT_EQ(inside.stats.express_writes, 0u);  // Expect: refused, so it took the packet path
   ASSERT_EQ(inside.cqes0.size(), 1u);
   EXPECT_EQ(inside.cqes0[0].opcode, hwif::CqeOpcode::kReqErr);
+}
+
+TEST(InternalLoopback, AWriteOfAHundredPacketsAsksForAnAckInsideTheMessageAsOnTheWire) {
+  // 100 packets at a 1024-byte MTU: the 64th asks for an ACK too (every 64 packets), so 2 ACKs.
+  const auto work = [](Loopback& lb, hca::Device& dev) { lb.post(dev, 0, WqeOpcode::kRdmaWrite, 100 * 1024, 0, 128 * 1024); };
+  const Outcome wire = run(false, work);
+  const Outcome inside = run(true, work);
+  expect_same(wire, inside);
+  EXPECT_EQ(inside.stats.packets_sent, 102u);
+  EXPECT_EQ(inside.stats.acks_sent, 2u);
+  EXPECT_EQ(inside.stats.express_writes, 1u);
+  EXPECT_EQ(std::memcmp(inside.memory.data() + 128 * 1024, inside.memory.data(), 100 * 1024), 0);
+}
+
+TEST(InternalLoopback, AWriteLongerThanTheWindowTakesThePacketPathWithTheSameOutcome) {
+  // 140 packets: more than the 128 PSNs the requester keeps in flight, so never placed at once.
+  const auto work = [](Loopback& lb, hca::Device& dev) { lb.post(dev, 0, WqeOpcode::kRdmaWrite, 140 * 1024, 0, 160 * 1024); };
+  const Outcome wire = run(false, work);
+  const Outcome inside = run(true, work);
+  expect_same(wire, inside);
+  EXPECT_EQ(inside.stats.express_writes, 0u);
+  ASSERT_EQ(inside.cqes0.size(), 1u);
+  EXPECT_EQ(inside.cqes0[0].syndrome, 0u);
+}
+
+TEST(InternalLoopback, AWriteBehindAQueuedReadRequestWaitsItsTurn) {
+  // One doorbell for a READ and a WRITE: the READ request is still queued when the WRITE runs, so
+  // the WRITE goes behind it as packets (requests keep their order), with the wire's outcome.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post(dev, 0, WqeOpcode::kRdmaRead, 512, 60000, 2000, 0, /*signaled=*/true, /*ring=*/false);
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 512, 2000, 70000, 0, /*signaled=*/true, /*ring=*/false);
+    lb.ring(dev, 0);
+  };
+  const Outcome wire = run(false, work);
+  const Outcome inside = run(true, work);
+  expect_same(wire, inside);
+  EXPECT_EQ(inside.stats.express_writes, 0u);
+  ASSERT_EQ(inside.cqes0.size(), 2u);
+  EXPECT_EQ(inside.cqes0[1].syndrome, 0u);
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
   static constexpr uint32_t kLogSq = 6;
   static constexpr uint32_t kLogRq = 4;
   static constexpr uint32_t kLogCq = 6;
-  static constexpr size_t kBufBytes = 64 * 1024;
+  static constexpr size_t kBufBytes = 320 * 1024;
 
   struct Side {
     uint32_t pdn = 0, key = 0, cqn = 0, qpn = 0;

@@ -1,0 +1,103 @@
+// The express path of a looped-back RC WRITE (docs/live-mode.md, "Express WRITEs").
+//
+// A WRITE from one QP of this device to another would go out as packets into the loopback queue,
+// come back out of it, and be placed packet by packet, each with its PacketFields built, sized,
+// queued and dispatched. When nothing but positive ACKs waits in that queue, delivering the packets
+// at once changes no outcome: the responder checks what it would check, and the bytes move by one
+// copy. Every packet is still counted sent and received (device and QP counters), every payload
+// DMA counted as the per-packet DMA it stands for, and the ACKs the packets ask for are sent by
+// the responder as before (queued, merged, delivered to the requester by drain_loopback()).
+//
+// Anything the responder would refuse (wrong PSN, key, access, state, P_Key), a payload not in one
+// mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path.
+#include <cstring>
+
+#include "hca/transport/requester.h"
+#include "hca/transport/responder.h"
+
+namespace softhca::hca {
+
+using namespace hwif;
+
+std::optional<Responder::ExpressTarget> Responder::express_target(uint32_t psn, uint16_t pkey, uint64_t va,
+                                                                  uint32_t rkey, uint64_t len) const {
+  // accept(): a QP that takes packets, of RC, with our P_Key.
+  const QpState s = qp_.state();
+  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr || qp_.type != QpType::kRc) return std::nullopt;
+  if ((pkey & 0x7fff) != (dev_.config_.port.pkeys[qp_.attr.pkey_index] & 0x7fff)) return std::nullopt;
+  // on_rc(): the expected PSN. place_write(): access, length, key.
+  if (psn != qp_.resp.epsn || !(qp_.attr.access_flags & kAccessRemoteWrite)) return std::nullopt;
+  if (len > dev_.config_.caps.max_msg_sz) return std::nullopt;
+  if (len == 0) return ExpressTarget{};
+  const Translation t = dev_.mkeys_.translate(rkey, qp_.pdn, va, len, kAccessRemoteWrite);
+  if (t.result != KeyCheck::kOk) return std::nullopt;
+  const std::span<uint8_t> memory = dev_.dma_.map_range(t.host_addr, len);
+  if (memory.empty()) return std::nullopt;
+  return ExpressTarget{t.host_addr, memory};
+}
+
+void Responder::express_placed(uint32_t psn, bool last, bool ack_req) {
+  ResponderState& st = qp_.resp;
+  st.nak_sent = false;
+  st.epsn = psn_add(st.epsn, 1);
+  if (last) {
+    st.write_active = false;
+    st.msn = psn_add(st.msn, 1);
+  }
+  if (ack_req) send_ack(psn, ack_syndrome());
+}
+
+bool Requester::express_write(const SendRecord& rec) {
+  const SendWqe& w = rec.wqe;
+  const AddressVector& av = qp_.attr.av;
+  // A WRITE that loops back (our own LID, no GRH, on InfiniBand) into a queue holding only ACKs.
+  if (w.opcode != WqeOpcode::kRdmaWrite || !dev_.internal_loopback_ || dev_.ethernet() || av.is_global ||
+      av.dlid != dev_.lid() || !dev_.loop_holds_only_acks())
+    return false;
+  QueuePair* target = dev_.qps_.find(qp_.attr.dest_qpn);
+  if (target == nullptr) return false;
+  // The source: inline bytes in the send queue, or one SGE in one mapping.
+  uint64_t source_addr = 0;
+  std::span<const uint8_t> source;
+  if (!w.is_inline && w.length > 0) {
+    if (w.num_sge == 0 || w.sge[0].length < w.length) return false;
+    const Translation t = dev_.mkeys_.translate(w.sge[0].lkey, qp_.pdn, w.sge[0].addr, w.length, 0);
+    if (t.result != KeyCheck::kOk) return false;  // gather() meets the error and reports it
+    source = dev_.dma_.map_range(t.host_addr, w.length);
+    if (source.empty()) return false;
+    source_addr = t.host_addr;
+  }
+  const uint16_t pkey = dev_.config_.port.pkeys[qp_.attr.pkey_index];
+  Responder responder(dev_, *target);
+  const std::optional<Responder::ExpressTarget> dest =
+      responder.express_target(rec.first_psn, pkey, w.remote_addr, w.rkey, w.length);
+  if (!dest) return false;
+
+  // Committed: nothing below can fail. The bytes move first (a peer spinning on the last byte
+  // may go on at once), then each packet is counted as the wire would have seen it.
+  const auto len = static_cast<uint32_t>(w.length);
+  if (w.is_inline) {
+    copy_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory.data(), len);
+  } else if (len > 0) {
+    std::memmove(dest->memory.data(), source.data(), len);
+  }
+  ++dev_.stats_->express_writes;
+  QueuePair* sender = dev_.tx_qp_;
+  const Device::QpScope scope(dev_, *target);  // the ACKs are the target's
+  const uint32_t m = mtu();
+  for (uint32_t i = 0; i < rec.npkts; ++i) {
+    const uint64_t off = uint64_t{i} * m;
+    const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(m, len - off));
+    const BthOpcode op = request_opcode(QpType::kRc, WqeOpcode::kRdmaWrite, position_of(i, rec.npkts));
+    dev_.count_express_packet(sender, *target, fabric::local_wire_bytes(op, chunk));
+    if (chunk > 0) {
+      if (!w.is_inline) dev_.dma_.count_read(source_addr + off, chunk, pcie::TlpCause::kPayloadRead);
+      dev_.dma_.count_write(dest->host_addr + off, chunk, pcie::TlpCause::kPayloadWrite);
+    }
+    const bool last = i + 1 == rec.npkts;
+    responder.express_placed(psn_add(rec.first_psn, i), last, rc_asks_ack(i, rec.npkts));
+  }
+  return true;
+}
+
+}  // namespace softhca::hca
