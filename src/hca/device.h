@@ -203,6 +203,14 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
     const size_t waiting = loop_count_ - (draining_ ? 1 : 0);
     return waiting == 0 || (waiting == 1 && ack_at_loop_tail() != nullptr);
   }
+  // An ACK `sender` sent that loops straight back (express.cc): counted sent (device and QP).
+  void count_express_ack_sent(QueuePair& sender, size_t wire_bytes) {
+    ++stats_->packets_sent;
+    stats_->bytes_sent += wire_bytes;
+    QpCounters& s = counters(sender);
+    ++s.packets_sent;
+    s.bytes_sent += wire_bytes;
+  }
   // A request packet of `wire_bytes` that looped back and was taken by `receiver` without being
   // queued (express.cc): counted sent (device, `sender` if any) and received (device, receiver).
   void count_express_packet(QueuePair* sender, QueuePair& receiver, size_t wire_bytes) {

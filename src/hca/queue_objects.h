@@ -65,6 +65,9 @@ struct SendRecord {
   bool response_done = false;  // READ/atomic: all response data arrived
   uint32_t resp_received = 0;  // READ response packets placed so far
   bool executed = false;
+  // Where the first SGE's bytes lie (host DMA address), as prepare() found when it checked the
+  // local keys; 0 when it has none (inline data, or no bytes).
+  uint64_t sge0_host_addr = 0;
 };
 
 struct RequesterState {

@@ -55,14 +55,18 @@ bool SendPipeline::fetch() {
   return true;
 }
 
-bool SendPipeline::local_keys_ok(const SendWqe& wqe) const {
+bool SendPipeline::local_keys_ok(SendRecord& rec) const {
+  const SendWqe& wqe = rec.wqe;
+  rec.sge0_host_addr = 0;
   if (wqe.is_inline) return true;
   // Gathers need local read (always granted); READ and atomic results are written locally.
   const uint32_t need = (wqe.is_read() || wqe.is_atomic()) ? uint32_t{kAccessLocalWrite} : 0u;
   for (uint32_t i = 0; i < wqe.num_sge; ++i) {
     const Sge& s = wqe.sge[i];
     if (s.length == 0) continue;
-    if (dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr, s.length, need).result != KeyCheck::kOk) return false;
+    const Translation t = dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr, s.length, need);
+    if (t.result != KeyCheck::kOk) return false;
+    if (i == 0) rec.sge0_host_addr = t.host_addr;
   }
   return true;
 }
@@ -98,7 +102,7 @@ SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
     syndrome_ = CqeSyndrome::kLocLenErr;
     return Prepared::kFailed;
   }
-  if (!local_keys_ok(w)) {
+  if (!local_keys_ok(rec)) {
     syndrome_ = CqeSyndrome::kLocProtErr;
     return Prepared::kFailed;
   }
@@ -114,6 +118,12 @@ void SendPipeline::run() {
   if (s == QpState::kErr) return flush();
   if (s != QpState::kRts) return;  // WQEs wait in the ring until the QP can send
   Requester requester(dev_, qp_);
+  requester.defer_express_acks();  // one acknowledgement for the WQEs of this doorbell
+  run_loop(requester);
+  requester.take_express_ack();
+}
+
+void SendPipeline::run_loop(Requester& requester) {
   while (qp_.req.exec != qp_.req.fetch && qp_.state() == QpState::kRts && !qp_.req.rnr_wait) {
     SendRecord& rec = dev_.record(qp_, qp_.req.exec);
     const Prepared p = prepare(rec);

@@ -14,6 +14,8 @@
 
 namespace softhca::hca {
 
+class Requester;
+
 class SendPipeline {
  public:
   SendPipeline(Device& dev, QueuePair& qp) : dev_(dev), qp_(qp) {}
@@ -32,8 +34,9 @@ class SendPipeline {
   bool fetch();
   enum class Prepared : uint8_t { kReady, kStall, kFailed };
   Prepared prepare(SendRecord& rec);
-  bool local_keys_ok(const SendWqe& wqe) const;
+  bool local_keys_ok(SendRecord& rec) const;  // also sets rec.sge0_host_addr
   void fail(const SendRecord& rec);
+  void run_loop(Requester& requester);  // run()'s WQE loop
 
   Device& dev_;
   QueuePair& qp_;

@@ -95,7 +95,8 @@ void Counters::on_tlp_run(const TlpRun& run) {
   if (run.tlps == 0) return;
   CounterCells::Cell& cell = cells_->cells[static_cast<size_t>(run.type)][static_cast<size_t>(run.cause)];
   cell.tlps.fetch_add(run.tlps, std::memory_order_relaxed);
-  cell.payload_bytes.fetch_add(run.payload_bytes, std::memory_order_relaxed);
+  // Read requests carry no payload: no locked add of nothing on every DMA read.
+  if (run.payload_bytes != 0) cell.payload_bytes.fetch_add(run.payload_bytes, std::memory_order_relaxed);
   cell.wire_bytes.fetch_add(run.wire_bytes, std::memory_order_relaxed);
 }
 

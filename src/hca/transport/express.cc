@@ -4,9 +4,11 @@
 // come back out of it, and be placed packet by packet, each with its PacketFields built, sized,
 // queued and dispatched. When nothing but positive ACKs waits in that queue, delivering the packets
 // at once changes no outcome: the responder checks what it would check, and the bytes move by one
-// copy. Every packet is still counted sent and received (device and QP counters), every payload
-// DMA counted as the per-packet DMA it stands for, and the ACKs the packets ask for are sent by
-// the responder as before (queued, merged, delivered to the requester by drain_loopback()).
+// copy. Every packet is still counted sent and received (device and QP counters), and every
+// payload DMA as the per-packet DMA it stands for. The ACKs the packets ask for (the last one, one
+// in 64) are counted likewise; when they come straight back to the requester (its peer's peer is
+// itself, the usual case), the requester takes the last one once pump() has sent what it could, as
+// if it had been delivered from the queue; otherwise the responder sends them as on the packet path.
 //
 // Anything the responder would refuse (wrong PSN, key, access, state, P_Key), a payload not in one
 // mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path.
@@ -60,12 +62,11 @@ bool Requester::express_write(const SendRecord& rec) {
   uint64_t source_addr = 0;
   std::span<const uint8_t> source;
   if (!w.is_inline && w.length > 0) {
-    if (w.num_sge == 0 || w.sge[0].length < w.length) return false;
-    const Translation t = dev_.mkeys_.translate(w.sge[0].lkey, qp_.pdn, w.sge[0].addr, w.length, 0);
-    if (t.result != KeyCheck::kOk) return false;  // gather() meets the error and reports it
-    source = dev_.dma_.map_range(t.host_addr, w.length);
+    // prepare() translated the first SGE's key (rec.sge0_host_addr) in this same entry point.
+    if (w.num_sge == 0 || w.sge[0].length < w.length || rec.sge0_host_addr == 0) return false;
+    source = dev_.dma_.map_range(rec.sge0_host_addr, w.length);
     if (source.empty()) return false;
-    source_addr = t.host_addr;
+    source_addr = rec.sge0_host_addr;
   }
   const uint16_t pkey = dev_.config_.port.pkeys[qp_.attr.pkey_index];
   Responder responder(dev_, *target);
@@ -84,6 +85,10 @@ bool Requester::express_write(const SendRecord& rec) {
   ++dev_.stats_->express_writes;
   QueuePair* sender = dev_.tx_qp_;
   const Device::QpScope scope(dev_, *target);  // the ACKs are the target's
+  // ACKs that come straight back are counted here and taken by pump() (one: they are cumulative);
+  // others go out through the responder as from the packet path.
+  const bool ack_here = acks_come_back_from(*target);
+  const size_t ack_bytes = fabric::local_wire_bytes(BthOpcode::kRcAcknowledge, 0);
   const uint32_t m = mtu();
   for (uint32_t i = 0; i < rec.npkts; ++i) {
     const uint64_t off = uint64_t{i} * m;
@@ -95,9 +100,25 @@ bool Requester::express_write(const SendRecord& rec) {
       dev_.dma_.count_write(dest->host_addr + off, chunk, pcie::TlpCause::kPayloadWrite);
     }
     const bool last = i + 1 == rec.npkts;
-    responder.express_placed(psn_add(rec.first_psn, i), last, rc_asks_ack(i, rec.npkts));
+    const bool ack_req = rc_asks_ack(i, rec.npkts);
+    responder.express_placed(psn_add(rec.first_psn, i), last, ack_req && !ack_here);
+    if (ack_req && ack_here) {
+      ++dev_.stats_->acks_sent;
+      dev_.count_express_ack_sent(*target, ack_bytes);  // received when taken (take_express_ack())
+      ++express_ack_packets_;
+    }
   }
+  if (ack_here) express_acked_ = psn_add(rec.first_psn, rec.npkts - 1);
   return true;
+}
+
+bool Requester::acks_come_back_from(const QueuePair& target) const {
+  const AddressVector& back = target.attr.av;
+  const auto& pkeys = dev_.config_.port.pkeys;
+  // accept() for the ACK: to our LID and QPN, a QP that takes packets (ours sends: RTS or SQD),
+  // with our P_Key.
+  return target.attr.dest_qpn == qp_.qpn && !back.is_global && back.dlid == dev_.lid() &&
+         (pkeys[target.attr.pkey_index] & 0x7fff) == (pkeys[qp_.attr.pkey_index] & 0x7fff);
 }
 
 }  // namespace softhca::hca

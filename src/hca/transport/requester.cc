@@ -71,7 +71,34 @@ void Requester::pump(const SendRecord* hint) {
     }
     if (psn_cmp(rq.tx_psn, rq.max_sent_psn) > 0) rq.max_sent_psn = rq.tx_psn;
   }
+  if (!defer_express_acks_) take_express_ack();
   if (rc && rq.una_psn != rq.tx_psn) arm_ack_timer();
+}
+
+void Requester::take_express_ack() {
+  // As if delivered from the loopback queue right now (accept(): counted received, or dropped
+  // when the QP stopped taking packets meanwhile, e.g. a later WQE of the doorbell failed);
+  // acknowledging may let more out (the window), whose ACK is taken in turn.
+  while (express_acked_ != kNoAck) {
+    const uint32_t psn = express_acked_;
+    const uint32_t packets = express_ack_packets_;
+    express_acked_ = kNoAck;
+    express_ack_packets_ = 0;
+    const uint64_t bytes = uint64_t{packets} * fabric::local_wire_bytes(BthOpcode::kRcAcknowledge, 0);
+    dev_.stats_->packets_received += packets;
+    dev_.stats_->bytes_received += bytes;
+    QpCounters& c = dev_.counters(qp_);
+    const QpState s = qp_.state();
+    if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) {
+      c.packets_dropped += packets;
+      for (uint32_t i = 0; i < packets; ++i) dev_.stats_->drop(DropReason::kUnknownQp);
+      return;
+    }
+    c.packets_received += packets;
+    c.bytes_received += bytes;
+    const Device::QpScope scope(dev_, qp_);
+    acknowledge(psn);
+  }
 }
 
 bool Requester::gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst) {

@@ -28,6 +28,11 @@ class Requester {
 
   // Starts a prepared WQE: assigns PSNs and sends its packets.
   void execute(SendRecord& rec);
+  // Express WRITEs' ACKs (express.cc) wait for take_express_ack() instead of being taken by each
+  // pump(): a post list then costs one acknowledgement, as merged ACKs do on the packet path.
+  void defer_express_acks() { defer_express_acks_ = true; }
+  // Takes the ACK of the express WRITEs sent so far, if any (and of those it lets out).
+  void take_express_ack();
   // A response-class packet for this QP (ACK, NAK, READ response, atomic ACK).
   void on_response(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   // The QP's timer expired: an RNR wait ended, or the ACK timeout fired.
@@ -40,6 +45,9 @@ class Requester {
   // packet and DMA counted as on the wire. False, with nothing done, when it must take the packet
   // path (anything the responder would refuse, payload not in one mapping, other packets queued).
   bool express_write(const SendRecord& rec);
+  // Whether the ACKs `target` sends come straight back to this QP (its connected peer is us, on a
+  // route that loops back and a P_Key we take): an express WRITE's ACK is then taken at once.
+  [[nodiscard]] bool acks_come_back_from(const QueuePair& target) const;
   // Whether every packet of the message lies inside the window pump() keeps.
   [[nodiscard]] bool fits_window(const SendRecord& rec) const {
     return psn_cmp(psn_add(rec.first_psn, rec.npkts - 1), qp_.req.una_psn) < static_cast<int32_t>(kMaxUnackedPsns);
@@ -70,6 +78,12 @@ class Requester {
 
   Device& dev_;
   QueuePair& qp_;
+  // The PSN an express WRITE's ACK acknowledges, taken by pump() once it has sent what it could
+  // (acknowledging inside its loop would send again from under it); kNoAck: none.
+  static constexpr uint32_t kNoAck = 0xffffffff;
+  uint32_t express_acked_ = kNoAck;
+  uint32_t express_ack_packets_ = 0;  // the ACK packets it stands for (sent, not yet received)
+  bool defer_express_acks_ = false;
 };
 
 }  // namespace softhca::hca

@@ -160,6 +160,25 @@ TEST(InternalLoopback, AWriteToAnInvalidRkeyIsNakedAndFailsAsOnTheWire) {
   EXPECT_EQ(inside.cqes0[0].opcode, hwif::CqeOpcode::kReqErr);
 }
 
+TEST(InternalLoopback, AWriteWhoseDoorbellEndsInALocalErrorIsFlushedAndItsAckDroppedAsOnTheWire) {
+  // One doorbell: a good WRITE, then one whose local buffer runs past its memory key. The second
+  // fails before any ACK comes back, so the QP is in error when the first one's ACK arrives: that
+  // ACK is dropped and the first WRITE completes with a flush, as on the wire.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 64, 0, 90000, 0, /*signaled=*/true, /*ring=*/false);
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 64, Loopback::kBufBytes - 8, 91000, 0, /*signaled=*/true, /*ring=*/false);
+    lb.ring(dev, 0);
+  };
+  const Outcome wire = run(false, work);
+  const Outcome inside = run(true, work);
+  expect_same(wire, inside);
+  EXPECT_EQ(inside.stats.express_writes, 1u);
+  EXPECT_EQ(inside.stats.dropped[static_cast<size_t>(hca::DropReason::kUnknownQp)], 1u);  // Expect: the ACK
+  ASSERT_EQ(inside.cqes0.size(), 2u);
+  EXPECT_NE(inside.cqes0[0].syndrome, 0u);  // Expect: flushed, not a success
+  EXPECT_NE(inside.cqes0[1].syndrome, 0u);
+}
+
 TEST(InternalLoopback, AWriteOfAHundredPacketsAsksForAnAckInsideTheMessageAsOnTheWire) {
   // 100 packets at a 1024-byte MTU: the 64th asks for an ACK too (every 64 packets), so 2 ACKs.
   const auto work = [](Loopback& lb, hca::Device& dev) { lb.post(dev, 0, WqeOpcode::kRdmaWrite, 100 * 1024, 0, 128 * 1024); };
