@@ -72,7 +72,10 @@ void Requester::pump(const SendRecord* hint) {
     if (psn_cmp(rq.tx_psn, rq.max_sent_psn) > 0) rq.max_sent_psn = rq.tx_psn;
   }
   if (!defer_express_acks_) take_express_ack();
-  if (rc && rq.una_psn != rq.tx_psn) arm_ack_timer();
+  // An express ACK about to be taken needs no timer (complete_acked() arms one for what is left):
+  // no clock reading per message.
+  const bool ack_pending = express_acked_ != kNoAck;
+  if (rc && rq.una_psn != rq.tx_psn && !ack_pending) arm_ack_timer();
 }
 
 void Requester::take_express_ack() {
