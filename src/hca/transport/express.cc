@@ -77,7 +77,7 @@ bool Requester::express_write(const SendRecord& rec) {
   // Committed: nothing below can fail. The bytes move first (a peer spinning on the last byte
   // may go on at once), then each packet is counted as the wire would have seen it.
   const auto len = static_cast<uint32_t>(w.length);
-  if (w.is_inline) {
+  if (len > 0 && w.is_inline) {
     copy_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory.data(), len);
   } else if (len > 0) {
     std::memmove(dest->memory.data(), source.data(), len);
