@@ -85,12 +85,20 @@ void expect_same(const Outcome& wire, const Outcome& inside) {
   EXPECT_TRUE(inside.memory == wire.memory);
 }
 
+// The workload run both ways, checked the same (expect_same()).
+struct BothWays {
+  Outcome wire, inside;
+};
+BothWays run_both_ways(const std::function<void(Loopback&, hca::Device&)>& work) {
+  BothWays b{run(false, work), run(true, work)};
+  expect_same(b.wire, b.inside);
+  return b;
+}
+
 TEST(InternalLoopback, AThreePacketWriteIsCountedAsOnTheWireAndLandsInOneCopy) {
   // 3000 bytes at a 1024-byte path MTU: first, middle, last; one ACK.
   const auto work = [](Loopback& lb, hca::Device& dev) { lb.post(dev, 0, WqeOpcode::kRdmaWrite, 3000, 100, 20000); };
-  const Outcome wire = run(false, work);
-  const Outcome inside = run(true, work);
-  expect_same(wire, inside);
+  const auto [wire, inside] = run_both_ways(work);
   EXPECT_EQ(inside.stats.packets_sent, 4u);  // Expect: 3 requests + 1 ACK
   EXPECT_EQ(inside.stats.acks_sent, 1u);
   EXPECT_EQ(wire.stats.express_writes, 0u);
@@ -113,9 +121,7 @@ TEST(InternalLoopback, ABurstOfWritesReadsAndAtomicsCompletesInOrderWithTheSameC
     lb.post(dev, 1, WqeOpcode::kRdmaWrite, 100, 6000, 50000);
     lb.post(dev, 0, WqeOpcode::kRdmaWrite, 0, 0, 30000);
   };
-  const Outcome wire = run(false, work);
-  const Outcome inside = run(true, work);
-  expect_same(wire, inside);
+  const auto [wire, inside] = run_both_ways(work);
   ASSERT_EQ(inside.cqes0.size(), 7u);
   for (size_t i = 0; i < inside.cqes0.size(); ++i) {
     EXPECT_EQ(inside.cqes0[i].syndrome, 0u) << "WQE " << i;
@@ -135,9 +141,7 @@ TEST(InternalLoopback, APostListOfUnsignaledWritesIsAckedAndCountedAsOnTheWire) 
       lb.post(dev, 0, WqeOpcode::kRdmaWrite, 8, 8 * i, 30000 + 8 * i, 0, /*signaled=*/i == kList - 1, /*ring=*/false);
     lb.ring(dev, 0);
   };
-  const Outcome wire = run(false, work);
-  const Outcome inside = run(true, work);
-  expect_same(wire, inside);
+  const auto [wire, inside] = run_both_ways(work);
   EXPECT_EQ(inside.stats.packets_sent, 2u * kList);  // Expect: 32 requests + 32 ACKs
   EXPECT_EQ(inside.stats.acks_sent, static_cast<uint64_t>(kList));
   EXPECT_EQ(inside.stats.express_writes, static_cast<uint64_t>(kList));
@@ -151,9 +155,7 @@ TEST(InternalLoopback, AWriteToAnInvalidRkeyIsNakedAndFailsAsOnTheWire) {
     // Beyond the memory key's end: the responder refuses it with a remote access NAK.
     lb.post(dev, 0, WqeOpcode::kRdmaWrite, 64, 0, Loopback::kBufBytes - 8);
   };
-  const Outcome wire = run(false, work);
-  const Outcome inside = run(true, work);
-  expect_same(wire, inside);
+  const auto [wire, inside] = run_both_ways(work);
   EXPECT_EQ(inside.stats.naks_sent, 1u);
   EXPECT_EQ(inside.stats.express_writes, 0u);  // Expect: refused, so it took the packet path
   ASSERT_EQ(inside.cqes0.size(), 1u);
@@ -169,9 +171,7 @@ TEST(InternalLoopback, AWriteWhoseDoorbellEndsInALocalErrorIsFlushedAndItsAckDro
     lb.post(dev, 0, WqeOpcode::kRdmaWrite, 64, Loopback::kBufBytes - 8, 91000, 0, /*signaled=*/true, /*ring=*/false);
     lb.ring(dev, 0);
   };
-  const Outcome wire = run(false, work);
-  const Outcome inside = run(true, work);
-  expect_same(wire, inside);
+  const auto [wire, inside] = run_both_ways(work);
   EXPECT_EQ(inside.stats.express_writes, 1u);
   EXPECT_EQ(inside.stats.dropped[static_cast<size_t>(hca::DropReason::kUnknownQp)], 1u);  // Expect: the ACK
   ASSERT_EQ(inside.cqes0.size(), 2u);
@@ -182,9 +182,7 @@ TEST(InternalLoopback, AWriteWhoseDoorbellEndsInALocalErrorIsFlushedAndItsAckDro
 TEST(InternalLoopback, AWriteOfAHundredPacketsAsksForAnAckInsideTheMessageAsOnTheWire) {
   // 100 packets at a 1024-byte MTU: the 64th asks for an ACK too (every 64 packets), so 2 ACKs.
   const auto work = [](Loopback& lb, hca::Device& dev) { lb.post(dev, 0, WqeOpcode::kRdmaWrite, 100 * 1024, 0, 128 * 1024); };
-  const Outcome wire = run(false, work);
-  const Outcome inside = run(true, work);
-  expect_same(wire, inside);
+  const auto [wire, inside] = run_both_ways(work);
   EXPECT_EQ(inside.stats.packets_sent, 102u);
   EXPECT_EQ(inside.stats.acks_sent, 2u);
   EXPECT_EQ(inside.stats.express_writes, 1u);
@@ -194,9 +192,7 @@ TEST(InternalLoopback, AWriteOfAHundredPacketsAsksForAnAckInsideTheMessageAsOnTh
 TEST(InternalLoopback, AWriteLongerThanTheWindowTakesThePacketPathWithTheSameOutcome) {
   // 140 packets: more than the 128 PSNs the requester keeps in flight, so never placed at once.
   const auto work = [](Loopback& lb, hca::Device& dev) { lb.post(dev, 0, WqeOpcode::kRdmaWrite, 140 * 1024, 0, 160 * 1024); };
-  const Outcome wire = run(false, work);
-  const Outcome inside = run(true, work);
-  expect_same(wire, inside);
+  const auto [wire, inside] = run_both_ways(work);
   EXPECT_EQ(inside.stats.express_writes, 0u);
   ASSERT_EQ(inside.cqes0.size(), 1u);
   EXPECT_EQ(inside.cqes0[0].syndrome, 0u);
@@ -210,9 +206,7 @@ TEST(InternalLoopback, AWriteBehindAQueuedReadRequestWaitsItsTurn) {
     lb.post(dev, 0, WqeOpcode::kRdmaWrite, 512, 2000, 70000, 0, /*signaled=*/true, /*ring=*/false);
     lb.ring(dev, 0);
   };
-  const Outcome wire = run(false, work);
-  const Outcome inside = run(true, work);
-  expect_same(wire, inside);
+  const auto [wire, inside] = run_both_ways(work);
   EXPECT_EQ(inside.stats.express_writes, 0u);
   ASSERT_EQ(inside.cqes0.size(), 2u);
   EXPECT_EQ(inside.cqes0[1].syndrome, 0u);
