@@ -48,7 +48,9 @@ Device::Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion reg
       eqs_(heap_, state_.eqs),
       cqs_(heap_, state_.cqs),
       srqs_(heap_, state_.srqs),
-      qps_(heap_, state_.qps) {}
+      qps_(heap_, state_.qps) {
+  dma_.defer_counts(true);  // flushed by end_entry(): every DMA happens inside an entry point
+}
 
 uint64_t Device::min_region_bytes(const DeviceConfig& config) {
   return region_layout_bytes(config) + kMinHeapBytes;
@@ -190,6 +192,7 @@ void Device::cancel_timer(QueuePair& qp) {
 
 void Device::end_entry() {
   drain_loopback();
+  dma_.flush_counts();
   now_valid_ = false;
 }
 

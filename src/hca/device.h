@@ -107,7 +107,6 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   [[nodiscard]] uint16_t lid() const { return config_.port.lid; }
   // The device's packet counters: every process's work (all banks).
   [[nodiscard]] DeviceStats stats() const { return state_.total_stats(); }
-  [[nodiscard]] pcie::DevicePort& dma() { return dma_; }
   [[nodiscard]] DeviceRegion region() const { return region_; }
   // The set of `qp`'s counters this process counts into (QueuePair::counters).
   [[nodiscard]] QpCounters& counters(QueuePair& qp) const { return qp.counters[qp.owner == owner_ ? 0 : 1]; }

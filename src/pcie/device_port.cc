@@ -54,8 +54,8 @@ void DevicePort::count_read(uint64_t host_addr, size_t len, TlpCause cause) {
       is_power_of_two(config_.completion_bytes)) {
     const uint64_t mrd = chunks(host_addr, len, config_.mrrs_bytes);
     const uint64_t cpld = chunks(host_addr, len, config_.completion_bytes);
-    sink_.on_tlp_run(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
-    sink_.on_tlp_run(TlpRun{TlpType::kCplD, cause, cpld, len, len + cpld * config_.cpld_overhead_bytes});
+    emit(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
+    emit(TlpRun{TlpType::kCplD, cause, cpld, len, len + cpld * config_.cpld_overhead_bytes});
     return;
   }
   for_each_aligned_chunk(host_addr, len, config_.mrrs_bytes, [&](uint64_t a, uint64_t n) {
@@ -72,7 +72,7 @@ void DevicePort::count_read(uint64_t host_addr, size_t len, TlpCause cause) {
 void DevicePort::count_write(uint64_t host_addr, size_t len, TlpCause cause) {
   if (sink_.counts_only()) {
     const uint64_t mwr = chunks(host_addr, len, config_.mps_bytes);
-    sink_.on_tlp_run(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
+    emit(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
     return;
   }
   for_each_aligned_chunk(host_addr, len, config_.mps_bytes, [&](uint64_t a, uint64_t n) {
@@ -80,6 +80,27 @@ void DevicePort::count_write(uint64_t host_addr, size_t len, TlpCause cause) {
     sink_.on_tlp(Tlp{TlpType::kMWr, Direction::kUpstream, cause, a, bytes, 0,
                      bytes + config_.mwr_overhead_bytes});
   });
+}
+
+void DevicePort::emit(const TlpRun& run) {
+  if (!defer_) return sink_.on_tlp_run(run);
+  CounterCell& c = held_.at(run.type, run.cause);
+  c.tlps += run.tlps;
+  c.payload_bytes += run.payload_bytes;
+  c.wire_bytes += run.wire_bytes;
+  held_cells_ |= uint64_t{1} << (static_cast<unsigned>(run.type) * kTlpCauseCount + static_cast<unsigned>(run.cause));
+}
+
+void DevicePort::flush_counts() {
+  while (held_cells_ != 0) {
+    const auto bit = static_cast<unsigned>(std::countr_zero(held_cells_));
+    held_cells_ &= held_cells_ - 1;
+    const auto type = static_cast<TlpType>(bit / kTlpCauseCount);
+    const auto cause = static_cast<TlpCause>(bit % kTlpCauseCount);
+    CounterCell& c = held_.at(type, cause);
+    sink_.on_tlp_run(TlpRun{type, cause, c.tlps, c.payload_bytes, c.wire_bytes});
+    c = CounterCell{};
+  }
 }
 
 std::span<uint8_t> DevicePort::map_range(uint64_t host_addr, size_t len) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 
+#include "pcie/counters.h"
 #include "pcie/host_bridge.h"
 #include "pcie/pcie_config.h"
 #include "pcie/tlp.h"
@@ -53,13 +54,25 @@ class DevicePort {
   void count_read(uint64_t host_addr, size_t len, TlpCause cause);
   void count_write(uint64_t host_addr, size_t len, TlpCause cause);
 
+  // With a counts-only sink, the DMA counts may be held back: each run adds up here, in plain
+  // cells, and reaches the sink at flush_counts(), one run per (type, cause) touched — no locked
+  // add per DMA. The device holds them for one entry point (Device::end_entry() flushes); off by
+  // default, and never with a sink that looks at single TLPs (traces, the timing model).
+  void defer_counts(bool on) { defer_ = on && sink_.counts_only(); }
+  void flush_counts();
+
  private:
+  void emit(const TlpRun& run);  // to the sink, or held back
   // The host memory of an aligned 4- or 8-byte word, or nullptr on a fault.
   uint8_t* map_word(uint64_t host_addr, size_t len);
 
   TlpSink& sink_;
   const PcieConfig& config_;
   HostBridge& bridge_;
+  bool defer_ = false;
+  CounterSnapshot held_;
+  uint64_t held_cells_ = 0;  // bit type * kTlpCauseCount + cause: cells of held_ with counts
+  static_assert(kTlpTypeCount * kTlpCauseCount <= 64);
 };
 
 }  // namespace softhca::pcie
