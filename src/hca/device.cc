@@ -229,12 +229,26 @@ void Device::on_timer(Picoseconds now) {
 
 // ---- packets ----------------------------------------------------------------------------------
 
-void Device::count_qp_sent(const fabric::PacketFields& f, size_t wire_bytes) {
-  if (tx_qp_ == nullptr) return;
-  QpCounters& c = counters(*tx_qp_);
+std::optional<DropReason> Device::refuses(const QueuePair& qp, fabric::BthOpcode op, uint16_t pkey) const {
+  const QpState s = qp.state();
+  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return DropReason::kUnknownQp;
+  if (!matches_transport(op, qp.type)) return DropReason::kWrongTransport;
+  if ((pkey & 0x7fff) != (config_.port.pkeys[qp.attr.pkey_index] & 0x7fff)) return DropReason::kBadPkey;
+  return std::nullopt;
+}
+
+void Device::count_sent(QueuePair* by, size_t wire_bytes) {
+  ++stats_->packets_sent;
+  stats_->bytes_sent += wire_bytes;
+  if (by == nullptr) return;
+  QpCounters& c = counters(*by);
   ++c.packets_sent;
   c.bytes_sent += wire_bytes;
-  if (f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++c.naks_sent;
+}
+
+void Device::count_sent(const fabric::PacketFields& f, size_t wire_bytes) {
+  count_sent(tx_qp_, wire_bytes);
+  if (tx_qp_ != nullptr && f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++counters(*tx_qp_).naks_sent;
 }
 
 void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place) {
@@ -242,9 +256,7 @@ void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> pa
     // What serialize() would have written, without writing it: same counters, same refusals.
     const size_t n = wire_size(f, payload.size());
     if (n == 0) return;
-    ++stats_->packets_sent;
-    stats_->bytes_sent += n;
-    count_qp_sent(f, n);
+    count_sent(f, n);
     if (merge_looped_ack(f, n)) return;
     LoopedPacket& p = loop_tail();
     p.fields = f;
@@ -261,9 +273,7 @@ void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> pa
   }
   const size_t n = encode(f, payload);
   if (n == 0) return;
-  ++stats_->packets_sent;
-  stats_->bytes_sent += n;
-  count_qp_sent(f, n);
+  count_sent(f, n);
   port_.transmit(std::span<const uint8_t>(tx_buf_.data(), n));
 }
 
@@ -327,13 +337,7 @@ bool Device::merge_ack_to_peer(const QueuePair& qp, Psn psn, fabric::AethFields 
   if (t.grh || !t.has_lrh || t.vl != 0 || t.dest_qp != Qpn(qp.attr.dest_qpn) || t.dlid != Lid(av.dlid) ||
       t.slid != Lid(lid()) || t.sl != av.sl || t.pkey != config_.port.pkeys[qp.attr.pkey_index])
     return false;
-  ++stats_->packets_sent;
-  stats_->bytes_sent += tail->wire_bytes;
-  if (tx_qp_ != nullptr) {
-    QpCounters& c = counters(*tx_qp_);
-    ++c.packets_sent;
-    c.bytes_sent += tail->wire_bytes;
-  }
+  count_sent(tx_qp_, tail->wire_bytes);
   merge_into(*tail, psn, aeth);
   return true;
 }
@@ -411,14 +415,10 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
   QueuePair* qp = qps_.find(f.dest_qp.value());
   if (qp == nullptr) return drop(DropReason::kUnknownQp);
   QpCounters& c = counters(*qp);
-  const auto drop_at_qp = [&](DropReason why) {
+  if (const std::optional<DropReason> why = refuses(*qp, f.opcode, f.pkey)) {
     c.packets_dropped += packets;
-    drop(why);
-  };
-  const QpState s = qp->state();
-  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return drop_at_qp(DropReason::kUnknownQp);
-  if (!matches_transport(f.opcode, qp->type)) return drop_at_qp(DropReason::kWrongTransport);
-  if ((f.pkey & 0x7fff) != (config_.port.pkeys[qp->attr.pkey_index] & 0x7fff)) return drop_at_qp(DropReason::kBadPkey);
+    return drop(*why);
+  }
   c.packets_received += packets;
   c.bytes_received += wire_bytes * packets;
   const QpScope scope(*this, *qp);  // its ACKs, responses and the sends an ACK lets out count for it

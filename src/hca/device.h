@@ -167,8 +167,13 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // in_place: the payload is host memory read by dma_read_in_place(); a looped packet then
   // carries it by reference (it is consumed before the entry point returns), never copied.
   void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place = false);
-  // A sent packet in the counters of the QP whose work sent it (tx_qp_; none: a command's).
-  void count_qp_sent(const fabric::PacketFields& f, size_t wire_bytes);
+  // A packet sent: in the device's counters and in those of `by`, the QP whose work sent it (none:
+  // a command's, uncounted per QP). The second form takes tx_qp_ and counts NAKs too.
+  void count_sent(QueuePair* by, size_t wire_bytes);
+  void count_sent(const fabric::PacketFields& f, size_t wire_bytes);
+  // Why `qp` would not take a packet of this opcode and P_Key (its state, transport or P_Key), or
+  // nothing: accept()'s rule, which express WRITEs and their ACKs follow too.
+  [[nodiscard]] std::optional<DropReason> refuses(const QueuePair& qp, fabric::BthOpcode op, uint16_t pkey) const;
   // Where a sender gathers the payload of a packet with these (routed) fields: a loopback slot
   // when the packet will loop back (transmit() then copies nothing), payload_buf_ otherwise.
   uint8_t* payload_buffer_for(const fabric::PacketFields& f);
@@ -202,29 +207,15 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
     const size_t waiting = loop_count_ - (draining_ ? 1 : 0);
     return waiting == 0 || (waiting == 1 && ack_at_loop_tail() != nullptr);
   }
-  // An ACK `sender` sent that loops straight back (express.cc): counted sent (device and QP).
-  void count_express_ack_sent(QueuePair& sender, size_t wire_bytes) {
-    ++stats_->packets_sent;
-    stats_->bytes_sent += wire_bytes;
-    QpCounters& s = counters(sender);
-    ++s.packets_sent;
-    s.bytes_sent += wire_bytes;
-  }
-  // A request packet of `wire_bytes` that looped back and was taken by `receiver` without being
-  // queued (express.cc): counted sent (device, `sender` if any) and received (device, receiver).
-  void count_express_packet(QueuePair* sender, QueuePair& receiver, size_t wire_bytes) {
-    ++stats_->packets_sent;
-    stats_->bytes_sent += wire_bytes;
-    ++stats_->packets_received;
-    stats_->bytes_received += wire_bytes;
-    if (sender != nullptr) {
-      QpCounters& s = counters(*sender);
-      ++s.packets_sent;
-      s.bytes_sent += wire_bytes;
-    }
-    QpCounters& r = counters(receiver);
-    ++r.packets_received;
-    r.bytes_received += wire_bytes;
+  // `packets` looped-back packets of `wire_bytes` each, taken by `qp` without being queued
+  // (express.cc): counted received, device and QP, as drain_loopback() and accept() count them.
+  void count_taken(QueuePair& qp, uint32_t packets, size_t wire_bytes) {
+    const uint64_t bytes = uint64_t{packets} * wire_bytes;
+    stats_->packets_received += packets;
+    stats_->bytes_received += bytes;
+    QpCounters& c = counters(qp);
+    c.packets_received += packets;
+    c.bytes_received += bytes;
   }
   static void merge_into(LoopedPacket& ack, Psn psn, fabric::AethFields aeth);
   void drain_loopback();

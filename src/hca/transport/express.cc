@@ -23,16 +23,11 @@ using namespace hwif;
 
 std::optional<Responder::ExpressTarget> Responder::express_target(uint32_t psn, uint16_t pkey, uint64_t va,
                                                                   uint32_t rkey, uint64_t len) const {
-  // accept(): a QP that takes packets, of RC, with our P_Key.
-  const QpState s = qp_.state();
-  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr || qp_.type != QpType::kRc) return std::nullopt;
-  if ((pkey & 0x7fff) != (dev_.config_.port.pkeys[qp_.attr.pkey_index] & 0x7fff)) return std::nullopt;
-  // on_rc(): the expected PSN. place_write(): access, length, key.
-  if (psn != qp_.resp.epsn || !(qp_.attr.access_flags & kAccessRemoteWrite)) return std::nullopt;
-  if (len > dev_.config_.caps.max_msg_sz) return std::nullopt;
+  // accept(): a QP that takes the packet. on_rc(): the expected PSN. place_write(): the target.
+  if (dev_.refuses(qp_, BthOpcode::kRcRdmaWriteFirst, pkey) || psn != qp_.resp.epsn) return std::nullopt;
+  Translation t;
+  if (check_write_target(va, rkey, len, t) != Placed::kOk) return std::nullopt;
   if (len == 0) return ExpressTarget{};
-  const Translation t = dev_.mkeys_.translate(rkey, qp_.pdn, va, len, kAccessRemoteWrite);
-  if (t.result != KeyCheck::kOk) return std::nullopt;
   const std::span<uint8_t> memory = dev_.dma_.map_range(t.host_addr, len);
   if (memory.empty()) return std::nullopt;
   return ExpressTarget{t.host_addr, memory};
@@ -94,7 +89,9 @@ bool Requester::express_write(const SendRecord& rec) {
     const uint64_t off = uint64_t{i} * m;
     const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(m, len - off));
     const BthOpcode op = request_opcode(QpType::kRc, WqeOpcode::kRdmaWrite, position_of(i, rec.npkts));
-    dev_.count_express_packet(sender, *target, fabric::local_wire_bytes(op, chunk));
+    const size_t wire_bytes = fabric::local_wire_bytes(op, chunk);
+    dev_.count_sent(sender, wire_bytes);
+    dev_.count_taken(*target, 1, wire_bytes);
     if (chunk > 0) {
       if (!w.is_inline) dev_.dma_.count_read(source_addr + off, chunk, pcie::TlpCause::kPayloadRead);
       dev_.dma_.count_write(dest->host_addr + off, chunk, pcie::TlpCause::kPayloadWrite);
@@ -104,7 +101,7 @@ bool Requester::express_write(const SendRecord& rec) {
     responder.express_placed(psn_add(rec.first_psn, i), last, ack_req && !ack_here);
     if (ack_req && ack_here) {
       ++dev_.stats_->acks_sent;
-      dev_.count_express_ack_sent(*target, ack_bytes);  // received when taken (take_express_ack())
+      dev_.count_sent(target, ack_bytes);  // received when taken (take_express_ack())
       ++express_ack_packets_;
     }
   }
@@ -114,11 +111,11 @@ bool Requester::express_write(const SendRecord& rec) {
 
 bool Requester::acks_come_back_from(const QueuePair& target) const {
   const AddressVector& back = target.attr.av;
-  const auto& pkeys = dev_.config_.port.pkeys;
-  // accept() for the ACK: to our LID and QPN, a QP that takes packets (ours sends: RTS or SQD),
-  // with our P_Key.
+  // To our LID and QPN, with a P_Key we take (whether our state takes it is asked when it is
+  // taken: take_express_ack()).
   return target.attr.dest_qpn == qp_.qpn && !back.is_global && back.dlid == dev_.lid() &&
-         (pkeys[target.attr.pkey_index] & 0x7fff) == (pkeys[qp_.attr.pkey_index] & 0x7fff);
+         dev_.refuses(qp_, BthOpcode::kRcAcknowledge, dev_.config_.port.pkeys[target.attr.pkey_index]) !=
+             DropReason::kBadPkey;
 }
 
 }  // namespace softhca::hca

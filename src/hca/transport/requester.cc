@@ -87,18 +87,16 @@ void Requester::take_express_ack() {
     const uint32_t packets = express_ack_packets_;
     express_acked_ = kNoAck;
     express_ack_packets_ = 0;
-    const uint64_t bytes = uint64_t{packets} * fabric::local_wire_bytes(BthOpcode::kRcAcknowledge, 0);
-    dev_.stats_->packets_received += packets;
-    dev_.stats_->bytes_received += bytes;
-    QpCounters& c = dev_.counters(qp_);
-    const QpState s = qp_.state();
-    if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) {
-      c.packets_dropped += packets;
-      for (uint32_t i = 0; i < packets; ++i) dev_.stats_->drop(DropReason::kUnknownQp);
+    const size_t ack_bytes = fabric::local_wire_bytes(BthOpcode::kRcAcknowledge, 0);
+    const uint16_t pkey = dev_.config_.port.pkeys[qp_.attr.pkey_index];  // acks_come_back_from() checked it
+    if (const std::optional<DropReason> why = dev_.refuses(qp_, BthOpcode::kRcAcknowledge, pkey)) {
+      dev_.stats_->packets_received += packets;
+      dev_.stats_->bytes_received += uint64_t{packets} * ack_bytes;
+      dev_.counters(qp_).packets_dropped += packets;
+      for (uint32_t i = 0; i < packets; ++i) dev_.stats_->drop(*why);
       return;
     }
-    c.packets_received += packets;
-    c.bytes_received += bytes;
+    dev_.count_taken(qp_, packets, ack_bytes);
     const Device::QpScope scope(dev_, qp_);
     acknowledge(psn);
   }

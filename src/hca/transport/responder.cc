@@ -163,12 +163,9 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
   ResponderState& st = qp_.resp;
   if (info.starts_message()) {
     if (!f.reth) return Placed::kInvalid;
-    if (!(qp_.attr.access_flags & kAccessRemoteWrite)) return Placed::kAccess;
     const uint64_t len = f.reth->dma_len;
-    if (len > dev_.config_.caps.max_msg_sz) return Placed::kInvalid;
-    Translation t{KeyCheck::kOk, 0};
-    if (len > 0) t = dev_.mkeys_.translate(f.reth->rkey.value(), qp_.pdn, f.reth->va, len, kAccessRemoteWrite);
-    if (t.result != KeyCheck::kOk) return Placed::kAccess;
+    Translation t;
+    if (const Placed p = check_write_target(f.reth->va, f.reth->rkey.value(), len, t); p != Placed::kOk) return p;
     st.write_active = true;
     st.write_host_addr = t.host_addr;
     st.write_remaining = len;
@@ -196,6 +193,14 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
     if (f.imm) complete_recv(f, CqeOpcode::kRespWrImm, static_cast<uint32_t>(st.write_length));
   }
   return Placed::kOk;
+}
+
+Responder::Placed Responder::check_write_target(uint64_t va, uint32_t rkey, uint64_t len, Translation& t) const {
+  if (!(qp_.attr.access_flags & kAccessRemoteWrite)) return Placed::kAccess;
+  if (len > dev_.config_.caps.max_msg_sz) return Placed::kInvalid;
+  t = Translation{KeyCheck::kOk, 0};
+  if (len > 0) t = dev_.mkeys_.translate(rkey, qp_.pdn, va, len, kAccessRemoteWrite);
+  return t.result == KeyCheck::kOk ? Placed::kOk : Placed::kAccess;
 }
 
 void Responder::fill_reply_route(fabric::PacketFields& reply, const fabric::PacketFields& req) const {

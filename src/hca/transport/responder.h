@@ -46,6 +46,8 @@ class Responder {
   enum class Placed : uint8_t { kOk, kNoRecv, kAccess, kLength, kInvalid, kLocalProt };
   Placed place_send(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   Placed place_write(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  // A WRITE's first packet: access, length and key of its whole target; kOk with `t` set.
+  Placed check_write_target(uint64_t va, uint32_t rkey, uint64_t len, Translation& t) const;
   Placed execute_read(const fabric::PacketFields& f);
   Placed execute_atomic(const fabric::PacketFields& f);
   // false: nothing posted, or (ring_fault_ set) the receive queue could not be read.
