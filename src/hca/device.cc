@@ -237,15 +237,6 @@ std::optional<DropReason> Device::refuses(const QueuePair& qp, fabric::BthOpcode
   return std::nullopt;
 }
 
-void Device::count_sent(QueuePair* by, size_t wire_bytes) {
-  ++stats_->packets_sent;
-  stats_->bytes_sent += wire_bytes;
-  if (by == nullptr) return;
-  QpCounters& c = counters(*by);
-  ++c.packets_sent;
-  c.bytes_sent += wire_bytes;
-}
-
 void Device::count_sent(const fabric::PacketFields& f, size_t wire_bytes) {
   count_sent(tx_qp_, wire_bytes);
   if (tx_qp_ != nullptr && f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++counters(*tx_qp_).naks_sent;

@@ -169,7 +169,14 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place = false);
   // A packet sent: in the device's counters and in those of `by`, the QP whose work sent it (none:
   // a command's, uncounted per QP). The second form takes tx_qp_ and counts NAKs too.
-  void count_sent(QueuePair* by, size_t wire_bytes);
+  void count_sent(QueuePair* by, size_t wire_bytes) {
+    ++stats_->packets_sent;
+    stats_->bytes_sent += wire_bytes;
+    if (by == nullptr) return;
+    QpCounters& c = counters(*by);
+    ++c.packets_sent;
+    c.bytes_sent += wire_bytes;
+  }
   void count_sent(const fabric::PacketFields& f, size_t wire_bytes);
   // Why `qp` would not take a packet of this opcode and P_Key (its state, transport or P_Key), or
   // nothing: accept()'s rule, which express WRITEs and their ACKs follow too.

@@ -33,7 +33,8 @@ inline constexpr uint32_t kStatsBanks = 8;
 
 struct DeviceState {
   static constexpr uint64_t kMagic = 0x31'41'43'48'54'46'4f'53ull;  // "SOFTHCA1", little-endian
-  static constexpr uint32_t kVersion = 3;  // 2: per-QP counters; 3: hot counters on lines of their own
+  // 2: per-QP counters; 3: hot counters on lines of their own; 4: send records with their SGE slots last
+  static constexpr uint32_t kVersion = 4;
 
   uint64_t magic = 0;
   uint32_t version = 0;

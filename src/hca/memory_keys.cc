@@ -26,18 +26,6 @@ const Mkey* MemoryKeys::find(uint32_t key) const {
   return (m != nullptr && m->key == key) ? m : nullptr;
 }
 
-Translation MemoryKeys::translate(uint32_t key, uint32_t pdn, uint64_t addr, uint64_t length,
-                                  uint32_t required_access) const {
-  const Mkey* m = find(key);
-  if (m == nullptr) return {KeyCheck::kBadKey, 0};
-  if (m->pdn != pdn) return {KeyCheck::kBadPd, 0};
-  // Range check without overflow: [addr, addr+length) inside [iova, iova+length).
-  if (addr < m->iova || addr - m->iova > m->length || length > m->length - (addr - m->iova))
-    return {KeyCheck::kOutOfBounds, 0};
-  if ((m->access & required_access) != required_access) return {KeyCheck::kNoAccess, 0};
-  return {KeyCheck::kOk, m->host_addr + (addr - m->iova)};
-}
-
 uint32_t MemoryKeys::count_for_pd(uint32_t pdn) const {
   uint32_t n = 0;
   table_.for_each([&](uint32_t, const Mkey& m) { n += (m.pdn == pdn) ? 1 : 0; });

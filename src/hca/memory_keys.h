@@ -4,6 +4,7 @@
 // the device region; MemoryKeys is a per-process view of it.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "hca/object_table.h"
 #include "hwif/cmd.h"
@@ -17,6 +18,12 @@ struct Mkey {
   uint64_t iova = 0;
   uint64_t length = 0;
   uint32_t key = 0;
+
+  // Whether [addr, addr + len) lies inside the region (no overflow).
+  [[nodiscard]] bool covers(uint64_t addr, uint64_t len) const {
+    return addr >= iova && addr - iova <= length && len <= length - (addr - iova);
+  }
+  [[nodiscard]] uint64_t host_at(uint64_t addr) const { return host_addr + (addr - iova); }
 };
 
 enum class KeyCheck : uint8_t { kOk, kBadKey, kBadPd, kOutOfBounds, kNoAccess };
@@ -24,6 +31,24 @@ enum class KeyCheck : uint8_t { kOk, kBadKey, kBadPd, kOutOfBounds, kNoAccess };
 struct Translation {
   KeyCheck result = KeyCheck::kBadKey;
   uint64_t host_addr = 0;
+  const Mkey* key = nullptr;  // the key that translated (kOk)
+};
+
+// A key and as much of its host memory, from its start, as one mapping of this process holds:
+// what the express path (transport/express.cc) keeps of the last key it used, so the next message
+// through the same key costs a comparison. Valid within one entry point of the device (keys change
+// only by commands, which wait for it).
+struct MappedKey {
+  Mkey key{};  // key.key == 0: none (index 0 is never a key)
+  std::span<uint8_t> memory{};
+
+  // The memory of [addr, addr + len) through key `k`, or nullptr when it is not this key, or not
+  // inside the region, or not inside the part mapped.
+  [[nodiscard]] uint8_t* at(uint32_t k, uint64_t addr, uint64_t len) const {
+    if (k != key.key || k == 0 || !key.covers(addr, len)) return nullptr;
+    const uint64_t off = addr - key.iova;
+    return off <= memory.size() && len <= memory.size() - off ? memory.data() + off : nullptr;
+  }
 };
 
 // The keys' state in the region: the table and the variant counter of the next key.
@@ -49,7 +74,18 @@ class MemoryKeys {
 
   // required_access: 0 for a local read (gather), else the MkeyAccess bit needed.
   [[nodiscard]] Translation translate(uint32_t key, uint32_t pdn, uint64_t addr, uint64_t length,
-                                      uint32_t required_access) const;
+                                      uint32_t required_access) const {
+    return check(find(key), pdn, addr, length, required_access);
+  }
+  // The checks of translate() on the key record `m` (null: no such key).
+  [[nodiscard]] static Translation check(const Mkey* m, uint32_t pdn, uint64_t addr, uint64_t length,
+                                         uint32_t required_access) {
+    if (m == nullptr) return {KeyCheck::kBadKey, 0};
+    if (m->pdn != pdn) return {KeyCheck::kBadPd, 0};
+    if (!m->covers(addr, length)) return {KeyCheck::kOutOfBounds, 0};
+    if ((m->access & required_access) != required_access) return {KeyCheck::kNoAccess, 0};
+    return {KeyCheck::kOk, m->host_at(addr), m};
+  }
   [[nodiscard]] uint32_t count_for_pd(uint32_t pdn) const;
   // Destroys every key of `owner`.
   void destroy_owned(uint32_t owner);
@@ -59,6 +95,25 @@ class MemoryKeys {
   static uint32_t index_of(uint32_t key) { return key >> 8; }
   MemoryKeysState& st_;
   ObjectTable<Mkey> table_;
+};
+
+// MemoryKeys::translate() that keeps the last key it found for the next call, which then costs
+// no table lookup when it names the same key (a run of WQEs gathering from one buffer). Valid within
+// one entry point of the device, as MappedKey.
+class KeyCache {
+ public:
+  [[nodiscard]] Translation translate(const MemoryKeys& keys, uint32_t key, uint32_t pdn, uint64_t addr,
+                                      uint64_t length, uint32_t required_access) {
+    if (key != last_.key || key == 0) {
+      const Mkey* m = keys.find(key);
+      if (m == nullptr) return {KeyCheck::kBadKey, 0};
+      last_ = *m;
+    }
+    return MemoryKeys::check(&last_, pdn, addr, length, required_access);
+  }
+
+ private:
+  Mkey last_{};  // key 0: none yet
 };
 
 }  // namespace softhca::hca

@@ -59,7 +59,6 @@ struct RecvBuffer {
 
 // One WQE that the requester has started executing and not yet completed.
 struct SendRecord {
-  SendWqe wqe;
   uint32_t first_psn = 0;
   uint32_t npkts = 1;          // PSNs the message consumes
   bool response_done = false;  // READ/atomic: all response data arrived
@@ -68,6 +67,7 @@ struct SendRecord {
   // Where the first SGE's bytes lie (host DMA address), as prepare() found when it checked the
   // local keys; 0 when it has none (inline data, or no bytes).
   uint64_t sge0_host_addr = 0;
+  SendWqe wqe;  // last: its SGE slots, rarely all used, end the record
 };
 
 struct RequesterState {

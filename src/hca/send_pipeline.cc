@@ -55,7 +55,7 @@ bool SendPipeline::fetch() {
   return true;
 }
 
-bool SendPipeline::local_keys_ok(SendRecord& rec) const {
+bool SendPipeline::local_keys_ok(SendRecord& rec) {
   const SendWqe& wqe = rec.wqe;
   rec.sge0_host_addr = 0;
   if (wqe.is_inline) return true;
@@ -64,7 +64,7 @@ bool SendPipeline::local_keys_ok(SendRecord& rec) const {
   for (uint32_t i = 0; i < wqe.num_sge; ++i) {
     const Sge& s = wqe.sge[i];
     if (s.length == 0) continue;
-    const Translation t = dev_.mkeys_.translate(s.lkey, qp_.pdn, s.addr, s.length, need);
+    const Translation t = local_keys_.translate(dev_.mkeys_, s.lkey, qp_.pdn, s.addr, s.length, need);
     if (t.result != KeyCheck::kOk) return false;
     if (i == 0) rec.sge0_host_addr = t.host_addr;
   }

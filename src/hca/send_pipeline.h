@@ -34,13 +34,14 @@ class SendPipeline {
   bool fetch();
   enum class Prepared : uint8_t { kReady, kStall, kFailed };
   Prepared prepare(SendRecord& rec);
-  bool local_keys_ok(SendRecord& rec) const;  // also sets rec.sge0_host_addr
+  bool local_keys_ok(SendRecord& rec);  // also sets rec.sge0_host_addr
   void fail(const SendRecord& rec);
   void run_loop(Requester& requester);  // run()'s WQE loop
 
   Device& dev_;
   QueuePair& qp_;
   hwif::CqeSyndrome syndrome_ = hwif::CqeSyndrome::kLocQpOpErr;  // why prepare() failed
+  KeyCache local_keys_;  // the last local key the WQEs of this doorbell gathered through
 };
 
 }  // namespace softhca::hca

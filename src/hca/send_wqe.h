@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "base/copy.h"
 #include "hwif/caps.h"
 #include "hwif/wqe.h"
 
@@ -46,12 +47,13 @@ struct SendWqe {
   uint32_t rkey = 0;
   uint64_t swap_add = 0;
   uint64_t compare = 0;
-  UdAddress ud{};
   bool is_inline = false;
   uint32_t inline_offset = 0;  // byte offset of the inline data in the shadow ring
   uint32_t num_sge = 0;
-  std::array<Sge, kMaxSendSges> sge{};
   uint64_t length = 0;  // total payload bytes (or the atomic operand size, 8)
+  UdAddress ud{};
+  // Last: a small WQE touches only the first cache lines of its record.
+  std::array<Sge, kMaxSendSges> sge{};
 
   [[nodiscard]] bool is_read() const { return opcode == hwif::WqeOpcode::kRdmaRead; }
   [[nodiscard]] bool is_atomic() const {
@@ -77,6 +79,10 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, 
 constexpr uint32_t wqe_bbs(uint32_t ds) { return (ds * hwif::kDsBytes + hwif::kSendWqeBbBytes - 1) / hwif::kSendWqeBbBytes; }
 
 // Copies len bytes starting at byte `offset` of the ring (wrapping) into dst.
-void copy_from_ring(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len);
+void copy_wrapped(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len);
+inline void copy_from_ring(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len) {
+  if (offset >= ring.size() || len > ring.size() - offset) return copy_wrapped(ring, offset, dst, len);
+  copy_bytes(dst, ring.data() + offset, len);
+}
 
 }  // namespace softhca::hca

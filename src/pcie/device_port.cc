@@ -34,24 +34,8 @@ bool for_each_mapped(HostBridge& bridge, uint64_t addr, size_t len, F&& f) {
 
 DevicePort::DevicePort(TlpSink& sink, const PcieConfig& config) : DevicePort(sink, config, identity_bridge()) {}
 
-namespace {
-// TLPs of [addr, addr + len) cut at multiples of unit (what for_each_aligned_chunk visits).
-// Per DMA, so shifts where the unit is a power of two (MPS, MRRS and RCB always are, PCIe 7.5.3.4):
-// a 64-bit division costs tens of cycles, four of them per read.
-uint64_t chunks(uint64_t addr, uint64_t len, uint64_t unit) {
-  if (is_power_of_two(unit)) {
-    const int shift = std::countr_zero(unit);
-    return ((addr + len + unit - 1) >> shift) - (addr >> shift);
-  }
-  return (addr + len + unit - 1) / unit - addr / unit;
-}
-}  // namespace
-
-void DevicePort::count_read(uint64_t host_addr, size_t len, TlpCause cause) {
-  // Completions are cut at completion_bytes boundaries inside each MRRS-aligned request; when
-  // completion_bytes divides MRRS that is the same as cutting the whole range at them.
-  if (sink_.counts_only() && (config_.mrrs_bytes & (config_.completion_bytes - 1)) == 0 &&
-      is_power_of_two(config_.completion_bytes)) {
+void DevicePort::count_read_now(uint64_t host_addr, size_t len, TlpCause cause) {
+  if (sink_.counts_only() && reads_cut_whole(config_)) {
     const uint64_t mrd = chunks(host_addr, len, config_.mrrs_bytes);
     const uint64_t cpld = chunks(host_addr, len, config_.completion_bytes);
     emit(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
@@ -69,7 +53,7 @@ void DevicePort::count_read(uint64_t host_addr, size_t len, TlpCause cause) {
   });
 }
 
-void DevicePort::count_write(uint64_t host_addr, size_t len, TlpCause cause) {
+void DevicePort::count_write_now(uint64_t host_addr, size_t len, TlpCause cause) {
   if (sink_.counts_only()) {
     const uint64_t mwr = chunks(host_addr, len, config_.mps_bytes);
     emit(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
@@ -84,11 +68,7 @@ void DevicePort::count_write(uint64_t host_addr, size_t len, TlpCause cause) {
 
 void DevicePort::emit(const TlpRun& run) {
   if (!defer_) return sink_.on_tlp_run(run);
-  CounterCell& c = held_.at(run.type, run.cause);
-  c.tlps += run.tlps;
-  c.payload_bytes += run.payload_bytes;
-  c.wire_bytes += run.wire_bytes;
-  held_cells_ |= uint64_t{1} << (static_cast<unsigned>(run.type) * kTlpCauseCount + static_cast<unsigned>(run.cause));
+  hold(run);
 }
 
 void DevicePort::flush_counts() {

@@ -5,11 +5,13 @@
 // piece (pieces before it may have been written, as with a real completion error mid-transfer).
 // TLPs are counted for what the device issued, fault or not.
 #pragma once
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 
+#include "base/units.h"
 #include "pcie/counters.h"
 #include "pcie/host_bridge.h"
 #include "pcie/pcie_config.h"
@@ -51,18 +53,58 @@ class DevicePort {
   // hca/transport/express.cc): the host memory of [host_addr, +len) when it is one mapping, empty
   // otherwise, counting nothing; and the TLPs of each DMA the device stands for, counted apart.
   [[nodiscard]] std::span<uint8_t> map_range(uint64_t host_addr, size_t len);
-  void count_read(uint64_t host_addr, size_t len, TlpCause cause);
-  void count_write(uint64_t host_addr, size_t len, TlpCause cause);
+  // As much of [host_addr, +len), from its start, as one mapping holds (empty: none).
+  [[nodiscard]] std::span<uint8_t> map_prefix(uint64_t host_addr, size_t len) { return bridge_.map(host_addr, len); }
+  void count_read(uint64_t host_addr, size_t len, TlpCause cause) {
+    if (!defer_ || !reads_cut_whole_) return count_read_now(host_addr, len, cause);
+    const uint64_t mrd = chunks(host_addr, len, config_.mrrs_bytes);
+    const uint64_t cpld = chunks(host_addr, len, config_.completion_bytes);
+    hold(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
+    hold(TlpRun{TlpType::kCplD, cause, cpld, len, len + cpld * config_.cpld_overhead_bytes});
+  }
+  void count_write(uint64_t host_addr, size_t len, TlpCause cause) {
+    if (!defer_) return count_write_now(host_addr, len, cause);
+    const uint64_t mwr = chunks(host_addr, len, config_.mps_bytes);
+    hold(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
+  }
 
   // With a counts-only sink, the DMA counts may be held back: each run adds up here, in plain
   // cells, and reaches the sink at flush_counts(), one run per (type, cause) touched — no locked
   // add per DMA. The device holds them for one entry point (Device::end_entry() flushes); off by
   // default, and never with a sink that looks at single TLPs (traces, the timing model).
-  void defer_counts(bool on) { defer_ = on && sink_.counts_only(); }
+  void defer_counts(bool on) {
+    defer_ = on && sink_.counts_only();
+    reads_cut_whole_ = reads_cut_whole(config_);
+  }
   void flush_counts();
 
  private:
   void emit(const TlpRun& run);  // to the sink, or held back
+  void count_write_now(uint64_t host_addr, size_t len, TlpCause cause);
+  void count_read_now(uint64_t host_addr, size_t len, TlpCause cause);
+  // Read completions are cut at completion_bytes boundaries inside each MRRS-aligned request;
+  // when completion_bytes (a power of two) divides MRRS that is the same as cutting the whole
+  // range at them, and a read's TLPs can be counted without visiting them.
+  [[nodiscard]] static bool reads_cut_whole(const PcieConfig& c) {
+    return is_power_of_two(c.completion_bytes) && (c.mrrs_bytes & (c.completion_bytes - 1)) == 0;
+  }
+  void hold(const TlpRun& run) {  // adds a run to the held counts
+    CounterCell& c = held_.at(run.type, run.cause);
+    c.tlps += run.tlps;
+    c.payload_bytes += run.payload_bytes;
+    c.wire_bytes += run.wire_bytes;
+    held_cells_ |= uint64_t{1} << (static_cast<unsigned>(run.type) * kTlpCauseCount + static_cast<unsigned>(run.cause));
+  }
+  // TLPs of [addr, addr + len) cut at multiples of unit (what for_each_aligned_chunk visits).
+  // Per DMA, so shifts where the unit is a power of two (MPS, MRRS and RCB always are, PCIe
+  // 7.5.3.4): a 64-bit division costs tens of cycles, four of them per read.
+  static uint64_t chunks(uint64_t addr, uint64_t len, uint64_t unit) {
+    if (is_power_of_two(unit)) {
+      const int shift = std::countr_zero(unit);
+      return ((addr + len + unit - 1) >> shift) - (addr >> shift);
+    }
+    return (addr + len + unit - 1) / unit - addr / unit;
+  }
   // The host memory of an aligned 4- or 8-byte word, or nullptr on a fault.
   uint8_t* map_word(uint64_t host_addr, size_t len);
 
@@ -70,6 +112,7 @@ class DevicePort {
   const PcieConfig& config_;
   HostBridge& bridge_;
   bool defer_ = false;
+  bool reads_cut_whole_ = false;  // reads_cut_whole(config_), as defer_counts() found
   CounterSnapshot held_;
   uint64_t held_cells_ = 0;  // bit type * kTlpCauseCount + cause: cells of held_ with counts
   static_assert(kTlpTypeCount * kTlpCauseCount <= 64);

@@ -160,10 +160,6 @@ size_t transport_bytes(const PacketFields& f, size_t payload_bytes) {
   return transport_bytes_of(info, payload_bytes);
 }
 
-size_t local_wire_bytes(BthOpcode op, size_t payload_bytes) {
-  return kLrhBytes + transport_bytes_of(opcode_info(op), payload_bytes) + kCrcBytes;
-}
-
 size_t serialize_transport(const PacketFields& f, std::span<const uint8_t> payload, std::span<uint8_t> out) {
   const size_t total = transport_bytes(f, payload.size());
   if (total == 0 || out.size() < total) return 0;

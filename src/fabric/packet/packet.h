@@ -156,7 +156,10 @@ std::string_view to_string(ParseStatus s);
 size_t wire_bytes(const PacketFields& f, size_t payload_bytes);
 // What wire_bytes() gives for a well-formed packet of this opcode with no GRH: LRH, BTH, the
 // opcode's extension headers, payload_bytes (<= kMaxPayloadBytes) of payload, pad, ICRC, VCRC.
-size_t local_wire_bytes(BthOpcode op, size_t payload_bytes);
+constexpr size_t local_wire_bytes(BthOpcode op, size_t payload_bytes) {
+  return kLrhBytes + kBthBytes + opcode_info(op).ext_bytes() + payload_bytes + pad_count(payload_bytes) + kIcrcBytes +
+         kVcrcBytes;
+}
 
 // Writes LRH [GRH] BTH [ETHs] payload pad ICRC VCRC into out and returns the bytes written: 0 when
 // wire_bytes() is 0 or out is smaller. Fields wider than their wire field are cut to its width.

@@ -21,77 +21,90 @@ namespace softhca::hca {
 
 using namespace hwif;
 
-std::optional<Responder::ExpressTarget> Responder::express_target(uint32_t psn, uint16_t pkey, uint64_t va,
-                                                                  uint32_t rkey, uint64_t len) const {
-  // accept(): a QP that takes the packet. on_rc(): the expected PSN. place_write(): the target.
-  if (dev_.refuses(qp_, BthOpcode::kRcRdmaWriteFirst, pkey) || psn != qp_.resp.epsn) return std::nullopt;
+bool Responder::takes_express(uint16_t pkey) const {
+  return !dev_.refuses(qp_, BthOpcode::kRcRdmaWriteFirst, pkey);
+}
+
+std::optional<Responder::ExpressTarget> Responder::express_target_new_key(uint64_t va, uint32_t rkey, uint64_t len,
+                                                                          MappedKey& key) const {
   Translation t;
   if (check_write_target(va, rkey, len, t) != Placed::kOk) return std::nullopt;
   if (len == 0) return ExpressTarget{};
-  const std::span<uint8_t> memory = dev_.dma_.map_range(t.host_addr, len);
-  if (memory.empty()) return std::nullopt;
+  key = MappedKey{*t.key, dev_.dma_.map_prefix(t.key->host_addr, t.key->length)};
+  uint8_t* memory = key.at(rkey, va, len);
+  if (memory == nullptr) return std::nullopt;
   return ExpressTarget{t.host_addr, memory};
 }
 
-void Responder::express_placed(uint32_t psn, bool last, bool ack_req) {
-  ResponderState& st = qp_.resp;
-  st.nak_sent = false;
-  st.epsn = psn_add(st.epsn, 1);
-  if (last) {
-    st.write_active = false;
-    st.msn = psn_add(st.msn, 1);
-  }
-  if (ack_req) send_ack(psn, ack_syndrome());
+bool Requester::try_open_link() {
+  link_.status = ExpressLink::Status::kClosed;
+  const AddressVector& av = qp_.attr.av;
+  // A WRITE that loops back: our own LID, no GRH, on InfiniBand.
+  if (!dev_.internal_loopback_ || dev_.ethernet() || av.is_global || av.dlid != dev_.lid()) return false;
+  QueuePair* target = dev_.qps_.find(qp_.attr.dest_qpn);
+  if (target == nullptr || !Responder(dev_, *target).takes_express(dev_.config_.port.pkeys[qp_.attr.pkey_index]))
+    return false;
+  link_.status = ExpressLink::Status::kOpen;
+  link_.target = target;
+  link_.target_state = target->state();
+  link_.ack_here = acks_come_back_from(*target);
+  return true;
+}
+
+std::span<const uint8_t> Requester::express_source(const SendRecord& rec) {
+  const SendWqe& w = rec.wqe;
+  // prepare() translated the first SGE's key (rec.sge0_host_addr) in this same entry point.
+  if (w.num_sge == 0 || w.sge[0].length < w.length || rec.sge0_host_addr == 0) return {};
+  const Sge& s = w.sge[0];
+  if (const uint8_t* memory = link_.source.at(s.lkey, s.addr, w.length)) return {memory, w.length};
+  const Mkey* key = dev_.mkeys_.find(s.lkey);
+  if (key == nullptr) return {};
+  link_.source = MappedKey{*key, dev_.dma_.map_prefix(key->host_addr, key->length)};
+  const uint8_t* memory = link_.source.at(s.lkey, s.addr, w.length);
+  return memory != nullptr ? std::span<const uint8_t>(memory, w.length) : std::span<const uint8_t>{};
 }
 
 bool Requester::express_write(const SendRecord& rec) {
   const SendWqe& w = rec.wqe;
-  const AddressVector& av = qp_.attr.av;
-  // A WRITE that loops back (our own LID, no GRH, on InfiniBand) into a queue holding only ACKs.
-  if (w.opcode != WqeOpcode::kRdmaWrite || !dev_.internal_loopback_ || dev_.ethernet() || av.is_global ||
-      av.dlid != dev_.lid() || !dev_.loop_holds_only_acks())
+  // Into a loopback queue holding only ACKs, to a target whose state is the one checked.
+  if (w.opcode != WqeOpcode::kRdmaWrite || !open_link() || !dev_.loop_holds_only_acks() ||
+      link_.target->state() != link_.target_state)
     return false;
-  QueuePair* target = dev_.qps_.find(qp_.attr.dest_qpn);
-  if (target == nullptr) return false;
+  QueuePair& target = *link_.target;
   // The source: inline bytes in the send queue, or one SGE in one mapping.
-  uint64_t source_addr = 0;
   std::span<const uint8_t> source;
   if (!w.is_inline && w.length > 0) {
-    // prepare() translated the first SGE's key (rec.sge0_host_addr) in this same entry point.
-    if (w.num_sge == 0 || w.sge[0].length < w.length || rec.sge0_host_addr == 0) return false;
-    source = dev_.dma_.map_range(rec.sge0_host_addr, w.length);
+    source = express_source(rec);
     if (source.empty()) return false;
-    source_addr = rec.sge0_host_addr;
   }
-  const uint16_t pkey = dev_.config_.port.pkeys[qp_.attr.pkey_index];
-  Responder responder(dev_, *target);
+  Responder responder(dev_, target);
   const std::optional<Responder::ExpressTarget> dest =
-      responder.express_target(rec.first_psn, pkey, w.remote_addr, w.rkey, w.length);
+      responder.express_target(rec.first_psn, w.remote_addr, w.rkey, w.length, link_.dest);
   if (!dest) return false;
 
   // Committed: nothing below can fail. The bytes move first (a peer spinning on the last byte
   // may go on at once), then each packet is counted as the wire would have seen it.
   const auto len = static_cast<uint32_t>(w.length);
   if (len > 0 && w.is_inline) {
-    copy_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory.data(), len);
+    copy_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory, len);
   } else if (len > 0) {
-    std::memmove(dest->memory.data(), source.data(), len);
+    std::memmove(dest->memory, source.data(), len);
   }
   ++dev_.stats_->express_writes;
   QueuePair* sender = dev_.tx_qp_;
-  const Device::QpScope scope(dev_, *target);  // the ACKs are the target's
+  const Device::QpScope scope(dev_, target);  // the ACKs are the target's
   // ACKs that come straight back are counted here and taken by pump() (one: they are cumulative);
   // others go out through the responder as from the packet path.
-  const bool ack_here = acks_come_back_from(*target);
-  const size_t ack_bytes = fabric::local_wire_bytes(BthOpcode::kRcAcknowledge, 0);
+  const bool ack_here = link_.ack_here;
   const uint32_t m = mtu();
+  const uint64_t source_addr = rec.sge0_host_addr;
   for (uint32_t i = 0; i < rec.npkts; ++i) {
     const uint64_t off = uint64_t{i} * m;
     const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(m, len - off));
     const BthOpcode op = request_opcode(QpType::kRc, WqeOpcode::kRdmaWrite, position_of(i, rec.npkts));
     const size_t wire_bytes = fabric::local_wire_bytes(op, chunk);
     dev_.count_sent(sender, wire_bytes);
-    dev_.count_taken(*target, 1, wire_bytes);
+    dev_.count_taken(target, 1, wire_bytes);
     if (chunk > 0) {
       if (!w.is_inline) dev_.dma_.count_read(source_addr + off, chunk, pcie::TlpCause::kPayloadRead);
       dev_.dma_.count_write(dest->host_addr + off, chunk, pcie::TlpCause::kPayloadWrite);
@@ -101,7 +114,7 @@ bool Requester::express_write(const SendRecord& rec) {
     responder.express_placed(psn_add(rec.first_psn, i), last, ack_req && !ack_here);
     if (ack_req && ack_here) {
       ++dev_.stats_->acks_sent;
-      dev_.count_sent(target, ack_bytes);  // received when taken (take_express_ack())
+      dev_.count_sent(&target, fabric::local_wire_bytes(BthOpcode::kRcAcknowledge, 0));  // received when taken
       ++express_ack_packets_;
     }
   }

@@ -19,10 +19,6 @@ uint32_t packets_of(const SendWqe& w, uint32_t mtu) {
 }
 }  // namespace
 
-uint32_t Requester::mtu() const {
-  return mtu_bytes(qp_.type == QpType::kUd ? dev_.config_.port.active_mtu : qp_.attr.path_mtu);
-}
-
 void Requester::execute(SendRecord& rec) {
   const SendWqe& w = rec.wqe;
   rec.executed = true;
@@ -36,6 +32,8 @@ void Requester::execute(SendRecord& rec) {
   rec.npkts = packets_of(w, mtu());
   qp_.req.next_psn = psn_add(qp_.req.next_psn, rec.npkts);
   if (w.is_read() || w.is_atomic()) ++qp_.req.outstanding_rd;
+  // Nothing older waiting to go out: a WRITE may go at once, whole, as pump() would send it.
+  if (qp_.req.tx_psn == rec.first_psn && !qp_.req.rnr_wait && send_express(rec)) return after_sending();
   pump(&rec);
   if (qp_.type == QpType::kRc || qp_.state() == QpState::kErr) return;
   // UC and UD complete as soon as the message is on the wire.
@@ -59,9 +57,7 @@ void Requester::pump(const SendRecord* hint) {
       // One request covers the whole response; a READ resumes after what already arrived.
       if (!r->response_done) send_request_packet(*r, std::max(index, r->resp_received));
       rq.tx_psn = psn_add(r->first_psn, r->npkts);
-    } else if (rc && index == 0 && !resend && fits_window(*r) && express_write(*r)) {
-      rq.tx_psn = psn_add(r->first_psn, r->npkts);
-    } else {
+    } else if (index != 0 || !send_express(*r)) {
       send_request_packet(*r, index);
       rq.tx_psn = psn_add(rq.tx_psn, 1);
     }
@@ -71,11 +67,23 @@ void Requester::pump(const SendRecord* hint) {
     }
     if (psn_cmp(rq.tx_psn, rq.max_sent_psn) > 0) rq.max_sent_psn = rq.tx_psn;
   }
+  after_sending();
+}
+
+bool Requester::send_express(const SendRecord& r) {
+  RequesterState& rq = qp_.req;
+  const bool resend = psn_cmp(rq.tx_psn, rq.max_sent_psn) < 0;
+  if (qp_.type != QpType::kRc || resend || !fits_window(r) || !express_write(r)) return false;
+  rq.tx_psn = rq.max_sent_psn = psn_add(r.first_psn, r.npkts);
+  return true;
+}
+
+void Requester::after_sending() {
   if (!defer_express_acks_) take_express_ack();
   // An express ACK about to be taken needs no timer (complete_acked() arms one for what is left):
   // no clock reading per message.
   const bool ack_pending = express_acked_ != kNoAck;
-  if (rc && rq.una_psn != rq.tx_psn && !ack_pending) arm_ack_timer();
+  if (qp_.type == QpType::kRc && qp_.req.una_psn != qp_.req.tx_psn && !ack_pending) arm_ack_timer();
 }
 
 void Requester::take_express_ack() {

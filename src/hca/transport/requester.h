@@ -48,6 +48,26 @@ class Requester {
   // Whether the ACKs `target` sends come straight back to this QP (its connected peer is us, on a
   // route that loops back and a P_Key we take): an express WRITE's ACK is then taken at once.
   [[nodiscard]] bool acks_come_back_from(const QueuePair& target) const;
+  // What express_write() learns at its first WRITE and keeps for those that follow in this entry
+  // point: the route and the target QP, checked once (none of it changes before the entry point
+  // returns but the target's state, which is compared each time), and the keys last used.
+  struct ExpressLink {
+    enum class Status : uint8_t { kUnknown, kOpen, kClosed } status = Status::kUnknown;
+    QueuePair* target = nullptr;
+    hwif::QpState target_state{};  // the state refuses() passed
+    bool ack_here = false;         // acks_come_back_from(target)
+    MappedKey dest;                // the remote key last written through
+    MappedKey source;              // the local key last read from
+  };
+  // The link for this QP's WRITEs, opened at the first call; false when they cannot go express
+  // in this entry point (not looped back on InfiniBand, or a target that takes no WRITE).
+  bool open_link() {
+    return link_.status == ExpressLink::Status::kOpen || (link_.status == ExpressLink::Status::kUnknown && try_open_link());
+  }
+  bool try_open_link();
+  // The host memory a WRITE's one SGE reads (rec.sge0_host_addr), mapped; empty when not in one
+  // mapping.
+  std::span<const uint8_t> express_source(const SendRecord& rec);
   // Whether every packet of the message lies inside the window pump() keeps.
   [[nodiscard]] bool fits_window(const SendRecord& rec) const {
     return psn_cmp(psn_add(rec.first_psn, rec.npkts - 1), qp_.req.una_psn) < static_cast<int32_t>(kMaxUnackedPsns);
@@ -61,6 +81,11 @@ class Requester {
   // Sends what the window allows, from tx_psn on (new packets and go-back-N alike). `hint`: a
   // record likely to hold tx_psn (the WQE just executed), which spares the search of the window.
   void pump(const SendRecord* hint = nullptr);
+  // Sends all of `r`, whose first packet is at tx_psn, at once when it can go express (RC, not a
+  // resend, inside the window, express_write()); false, with nothing done, otherwise.
+  bool send_express(const SendRecord& r);
+  // What follows sending: the express ACK taken (unless deferred), the ACK timer armed.
+  void after_sending();
   // Everything up to and including psn arrived. settle false: only the window moves; completing
   // WQEs and sending more wait for the next acknowledge() (a later ACK already queued).
   void acknowledge(uint32_t psn, bool settle = true);
@@ -74,7 +99,9 @@ class Requester {
   SendRecord* record_for_psn(uint32_t psn);
   // The record holding psn: hint, or the WQE right after hint, or else a search from the oldest.
   const SendRecord* record_near(const SendRecord* hint, uint32_t psn);
-  [[nodiscard]] uint32_t mtu() const;
+  [[nodiscard]] uint32_t mtu() const {
+    return mtu_bytes(qp_.type == hwif::QpType::kUd ? dev_.config_.port.active_mtu : qp_.attr.path_mtu);
+  }
 
   Device& dev_;
   QueuePair& qp_;
@@ -84,6 +111,7 @@ class Requester {
   uint32_t express_acked_ = kNoAck;
   uint32_t express_ack_packets_ = 0;  // the ACK packets it stands for (sent, not yet received)
   bool defer_express_acks_ = false;
+  ExpressLink link_;
 };
 
 }  // namespace softhca::hca

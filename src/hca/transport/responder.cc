@@ -196,8 +196,7 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
 }
 
 Responder::Placed Responder::check_write_target(uint64_t va, uint32_t rkey, uint64_t len, Translation& t) const {
-  if (!(qp_.attr.access_flags & kAccessRemoteWrite)) return Placed::kAccess;
-  if (len > dev_.config_.caps.max_msg_sz) return Placed::kInvalid;
+  if (!takes_write_of(len)) return (qp_.attr.access_flags & kAccessRemoteWrite) ? Placed::kInvalid : Placed::kAccess;
   t = Translation{KeyCheck::kOk, 0};
   if (len > 0) t = dev_.mkeys_.translate(rkey, qp_.pdn, va, len, kAccessRemoteWrite);
   return t.result == KeyCheck::kOk ? Placed::kOk : Placed::kAccess;

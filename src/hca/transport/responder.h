@@ -21,18 +21,37 @@ class Responder {
 
   void on_request(const fabric::PacketFields& f, std::span<const uint8_t> payload);
 
-  // An RDMA WRITE (no immediate) of `len` bytes at `va`/`rkey` whose first packet has PSN `psn`,
-  // P_Key `pkey`, looped back from a QP of this device (express.cc): where its bytes go — host
-  // memory in one mapping — when every check accept(), on_rc() and place_write() make would pass;
-  // nullopt otherwise, with nothing changed (the packets then take the ordinary path).
+  // Whether this QP takes an RDMA WRITE (no immediate) with P_Key `pkey` looped back from a QP of
+  // this device (express.cc): accept()'s rule.
+  [[nodiscard]] bool takes_express(uint16_t pkey) const;
+  // Such a WRITE of `len` bytes at `va`/`rkey` whose first packet has PSN `psn`: where its bytes
+  // go — host memory in one mapping — when every check on_rc() and place_write() make would pass;
+  // nullopt otherwise, with nothing changed (the packets then take the ordinary path). `key`: the
+  // key the last one went through, used when it is the same, replaced by this one's otherwise.
   struct ExpressTarget {
-    uint64_t host_addr = 0;       // the DMA address the bytes go to
-    std::span<uint8_t> memory{};  // that memory, mapped (empty for a zero-length WRITE)
+    uint64_t host_addr = 0;  // the DMA address the bytes go to
+    uint8_t* memory = nullptr;  // that memory, mapped (null for a zero-length WRITE)
   };
-  [[nodiscard]] std::optional<ExpressTarget> express_target(uint32_t psn, uint16_t pkey, uint64_t va, uint32_t rkey,
-                                                            uint64_t len) const;
+  [[nodiscard]] std::optional<ExpressTarget> express_target(uint32_t psn, uint64_t va, uint32_t rkey, uint64_t len,
+                                                            MappedKey& key) const {
+    // on_rc(): the expected PSN. place_write(): the target, through the key the last WRITE went
+    // through when it is the same (its PD and access were checked then).
+    if (psn != qp_.resp.epsn) return std::nullopt;
+    if (uint8_t* memory = key.at(rkey, va, len); memory != nullptr && takes_write_of(len))
+      return ExpressTarget{key.key.host_at(va), memory};
+    return express_target_new_key(va, rkey, len, key);
+  }
   // Packet `psn` of such a WRITE was placed: the state on_rc() leaves, and the ACK it asked for.
-  void express_placed(uint32_t psn, bool last, bool ack_req);
+  void express_placed(uint32_t psn, bool last, bool ack_req) {
+    ResponderState& st = qp_.resp;
+    st.nak_sent = false;
+    st.epsn = psn_add(st.epsn, 1);
+    if (last) {
+      st.write_active = false;
+      st.msn = psn_add(st.msn, 1);
+    }
+    if (ack_req) send_ack(psn, ack_syndrome());
+  }
   // QP in error: posted receive WQEs complete with flush errors (not those of an SRQ).
   void flush();
 
@@ -48,6 +67,12 @@ class Responder {
   Placed place_write(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   // A WRITE's first packet: access, length and key of its whole target; kOk with `t` set.
   Placed check_write_target(uint64_t va, uint32_t rkey, uint64_t len, Translation& t) const;
+  // express_target() through another key than `key`: check_write_target(), and `key` replaced.
+  std::optional<ExpressTarget> express_target_new_key(uint64_t va, uint32_t rkey, uint64_t len, MappedKey& key) const;
+  // The part of it that is not the key: the QP's remote-write access and the message length.
+  [[nodiscard]] bool takes_write_of(uint64_t len) const {
+    return (qp_.attr.access_flags & hwif::kAccessRemoteWrite) && len <= dev_.config_.caps.max_msg_sz;
+  }
   Placed execute_read(const fabric::PacketFields& f);
   Placed execute_atomic(const fabric::PacketFields& f);
   // false: nothing posted, or (ring_fault_ set) the receive queue could not be read.
