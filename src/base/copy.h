@@ -6,9 +6,9 @@
 
 namespace softhca {
 
-// memcpy, but 8 to 16 bytes — a small inline payload, the common small message — move as two
-// 8-byte loads and stores (overlapping below 16) rather than through a library call.
-inline void copy_bytes(void* dst, const void* src, size_t len) {
+// memmove, but 8 to 16 bytes — a small payload, the common small message — move as two 8-byte
+// loads then two stores (overlapping below 16 bytes) rather than through a library call.
+inline void move_bytes(void* dst, const void* src, size_t len) {
   if (len >= 8 && len <= 16) {
     const auto* s = static_cast<const uint8_t*>(src);
     auto* d = static_cast<uint8_t*>(dst);
@@ -20,7 +20,7 @@ inline void copy_bytes(void* dst, const void* src, size_t len) {
     std::memcpy(d + len - 8, &tail, 8);
     return;
   }
-  std::memcpy(dst, src, len);
+  std::memmove(dst, src, len);
 }
 
 }  // namespace softhca

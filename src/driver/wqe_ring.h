@@ -80,7 +80,7 @@ inline uint8_t* sq_copy(const SendQueue& sq, uint8_t* p, const void* src, size_t
   uint8_t* end = sq_end(sq);
   while (len > 0) {
     size_t n = static_cast<size_t>(end - p) < len ? static_cast<size_t>(end - p) : len;
-    copy_bytes(p, s, n);
+    move_bytes(p, s, n);
     p += n;
     s += n;
     len -= n;

@@ -92,6 +92,7 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, 
   // The segments, read from one contiguous piece: the ring itself, or, for the one WQE in a lap
   // that wraps at the ring's end, a copy of it.
   const uint32_t bytes = ds * kDsBytes;
+  if (bytes > ring_bytes) return WqeParse::kBadSize;  // a WQE larger than the whole ring (a hostile ds)
   std::array<uint8_t, kMaxWqeBbs * kSendWqeBbBytes> unwrapped;
   const uint8_t* wqe = ring.data() + start;
   if (bytes > ring_bytes - start) {

@@ -82,7 +82,7 @@ constexpr uint32_t wqe_bbs(uint32_t ds) { return (ds * hwif::kDsBytes + hwif::kS
 void copy_wrapped(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len);
 inline void copy_from_ring(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len) {
   if (offset >= ring.size() || len > ring.size() - offset) return copy_wrapped(ring, offset, dst, len);
-  copy_bytes(dst, ring.data() + offset, len);
+  move_bytes(dst, ring.data() + offset, len);
 }
 
 }  // namespace softhca::hca

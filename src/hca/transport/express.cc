@@ -12,8 +12,7 @@
 //
 // Anything the responder would refuse (wrong PSN, key, access, state, P_Key), a payload not in one
 // mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path.
-#include <cstring>
-
+#include "base/copy.h"
 #include "hca/transport/requester.h"
 #include "hca/transport/responder.h"
 
@@ -88,7 +87,7 @@ bool Requester::express_write(const SendRecord& rec) {
   if (len > 0 && w.is_inline) {
     copy_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory, len);
   } else if (len > 0) {
-    std::memmove(dest->memory, source.data(), len);
+    move_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
   }
   ++dev_.stats_->express_writes;
   QueuePair* sender = dev_.tx_qp_;

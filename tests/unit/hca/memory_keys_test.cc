@@ -94,5 +94,51 @@ TEST_F(MemoryKeysTest, DestroyOwnedRemovesExactlyThatOwnersKeys) {
   EXPECT_EQ(keys_.live(), 1u);
 }
 
+TEST_F(MemoryKeysTest, AKeyCacheAnswersAsTranslateWhetherItHoldsTheKeyOrNot) {
+  const uint32_t a = make(kAccessLocalWrite);
+  const uint32_t b = make(kAccessLocalWrite | kAccessRemoteWrite);
+  struct Ask {
+    uint32_t key, pdn;
+    uint64_t addr, len;
+    uint32_t access;
+  };
+  // Each asked twice in a row (the second from the cache), and keys alternating (a miss each).
+  const std::array<Ask, 7> asks = {{{a, 1, 0x7010, 0x20, 0},
+                                    {a, 1, 0x7000, 0x1001, 0},
+                                    {a, 2, 0x7000, 8, 0},
+                                    {a, 1, 0x7000, 8, kAccessRemoteWrite},
+                                    {b, 1, 0x7ff8, 8, kAccessRemoteWrite},
+                                    {b | 0x80, 1, 0x7000, 8, 0},
+                                    {0, 1, 0x7000, 8, 0}}};
+  KeyCache cache;
+  for (const Ask& q : asks) {
+    for (int round = 0; round < 2; ++round) {
+      const Translation want = keys_.translate(q.key, q.pdn, q.addr, q.len, q.access);
+      const Translation got = cache.translate(keys_, q.key, q.pdn, q.addr, q.len, q.access);
+      EXPECT_EQ(got.result, want.result) << "key " << q.key << " round " << round;
+      EXPECT_EQ(got.host_addr, want.host_addr);
+    }
+  }
+  // A cache lives for one entry point, which no command interrupts; a new one asks the table.
+  ASSERT_TRUE(keys_.destroy(a));
+  EXPECT_EQ(KeyCache{}.translate(keys_, a, 1, 0x7000, 8, 0).result, KeyCheck::kBadKey);
+}
+
+TEST(MappedKey, GivesMemoryOnlyForItsKeyInsideTheRegionAndTheMappedPart) {
+  std::array<uint8_t, 0x100> memory{};
+  MappedKey m;
+  m.key.key = 0x105;
+  m.key.iova = 0x7000;
+  m.key.length = 0x200;  // the region: 0x200 bytes, of which the first 0x100 are mapped
+  m.memory = memory;
+  EXPECT_EQ(m.at(0x105, 0x7000, 0x100), memory.data());
+  EXPECT_EQ(m.at(0x105, 0x70f8, 8), memory.data() + 0xf8);
+  EXPECT_EQ(m.at(0x105, 0x70f9, 8), nullptr);   // Expect: past the mapped part
+  EXPECT_EQ(m.at(0x106, 0x7000, 8), nullptr);   // Expect: another key
+  EXPECT_EQ(m.at(0x105, 0x6fff, 8), nullptr);   // Expect: before the region
+  EXPECT_EQ(m.at(0x105, UINT64_MAX, 2), nullptr);
+  EXPECT_EQ(MappedKey{}.at(0, 0, 0), nullptr);  // Expect: key 0 is no key
+}
+
 }  // namespace
 }  // namespace softhca::hca
