@@ -83,11 +83,6 @@ void DevicePort::flush_counts() {
   }
 }
 
-std::span<uint8_t> DevicePort::map_range(uint64_t host_addr, size_t len) {
-  const std::span<uint8_t> m = bridge_.map(host_addr, len);
-  return m.size() >= len ? m.first(len) : std::span<uint8_t>{};
-}
-
 uint8_t* DevicePort::map_word(uint64_t host_addr, size_t len) {
   const std::span<uint8_t> m = bridge_.map(host_addr, len);
   return m.size() >= len ? m.data() : nullptr;  // a word is never split between mappings

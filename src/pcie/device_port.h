@@ -50,10 +50,8 @@ class DevicePort {
   [[nodiscard]] const PcieConfig& config() const { return config_; }
 
   // For a transfer whose bytes move by one copy between two mapped ranges (a looped-back message,
-  // hca/transport/express.cc): the host memory of [host_addr, +len) when it is one mapping, empty
-  // otherwise, counting nothing; and the TLPs of each DMA the device stands for, counted apart.
-  [[nodiscard]] std::span<uint8_t> map_range(uint64_t host_addr, size_t len);
-  // As much of [host_addr, +len), from its start, as one mapping holds (empty: none).
+  // hca/transport/express.cc): as much of [host_addr, +len), from its start, as one mapping holds
+  // (empty: none), counting nothing; and the TLPs of each DMA the device stands for, counted apart.
   [[nodiscard]] std::span<uint8_t> map_prefix(uint64_t host_addr, size_t len) { return bridge_.map(host_addr, len); }
   void count_read(uint64_t host_addr, size_t len, TlpCause cause) {
     if (!defer_ || !reads_cut_whole_) return count_read_now(host_addr, len, cause);

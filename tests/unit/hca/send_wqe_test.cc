@@ -67,6 +67,48 @@ TEST(SendWqe, ADsLargerThanTheBiggestWqeIsRefused) {
   EXPECT_EQ(parse_send_wqe(ring, 0, false, w), WqeParse::kBadSize);
 }
 
+TEST(SendWqe, DataSegmentsThatWrapTheRingAreReadAcrossTheEnd) {
+  std::vector<uint8_t> ring(2 * kSendWqeBbBytes, 0);
+  // A WRITE with four data segments in the last basic block: ctrl + raddr + 4 data = ds 6, 2 BBs;
+  // the last two data segments lie at the ring's start.
+  CtrlSeg c{};
+  c.set(WqeOpcode::kRdmaWrite, 1, 0x10, 6, 0);
+  RaddrSeg r{};
+  r.raddr = 0x9000;
+  r.rkey = 0x42;
+  auto put = [&](uint32_t offset, const auto& seg) { std::memcpy(ring.data() + offset % ring.size(), &seg, 16); };
+  put(kSendWqeBbBytes, c);
+  put(kSendWqeBbBytes + 16, r);
+  for (uint32_t i = 0; i < 4; ++i) {
+    DataSeg d{};
+    d.byte_count = 100 + i;
+    d.lkey = 0x70 + i;
+    d.addr = 0x5000 + 0x100 * i;
+    put(kSendWqeBbBytes + 32 + 16 * i, d);
+  }
+  SendWqe w;
+  ASSERT_EQ(parse_send_wqe(ring, 1, false, w), WqeParse::kOk);
+  EXPECT_EQ(w.remote_addr, 0x9000u);
+  EXPECT_EQ(w.rkey, 0x42u);
+  EXPECT_EQ(w.bbs, 2u);
+  ASSERT_EQ(w.num_sge, 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(w.sge[i].length, 100 + i);
+    EXPECT_EQ(w.sge[i].lkey, 0x70 + i);
+    EXPECT_EQ(w.sge[i].addr, 0x5000u + 0x100 * i);
+  }
+  EXPECT_EQ(w.length, 406u);
+}
+
+TEST(SendWqe, AWqeLargerThanItsWholeRingIsRefused) {
+  std::vector<uint8_t> ring(kSendWqeBbBytes, 0);
+  CtrlSeg c{};
+  c.set(WqeOpcode::kSend, 0, 0x10, 5, 0);  // 80 bytes in a 64-byte ring
+  std::memcpy(ring.data(), &c, 16);
+  SendWqe w;
+  EXPECT_EQ(parse_send_wqe(ring, 0, false, w), WqeParse::kBadSize);
+}
+
 TEST(SendWqe, AnUnknownOpcodeIsRefused) {
   std::vector<uint8_t> ring(kSendWqeBbBytes, 0);
   CtrlSeg c{};
