@@ -42,7 +42,7 @@ bool add_seg(Qp& qp, const Seg& seg) {
     b.err = EINVAL;
     return false;
   }
-  b.data_ptr = sq_put(qp.sq, b.data_ptr, seg);
+  b.data_ptr = sq_put(sq_ring(qp.sq), b.data_ptr, seg);
   b.ds += static_cast<uint32_t>(sizeof(Seg) / hwif::kDsBytes);
   return true;
 }
@@ -60,21 +60,17 @@ bool begin_wqe(Qp& qp, hwif::WqeOpcode op) {
     b.err = ENOMEM;
     return false;
   }
-  const unsigned int f = qp.qpx.wr_flags;
-  uint8_t flags = 0;
-  if ((f & IBV_SEND_SIGNALED) || qp.sq_sig_all) flags |= hwif::kCtrlCqUpdate;
-  if (f & IBV_SEND_SOLICITED) flags |= hwif::kCtrlSolicited;
-  if (f & IBV_SEND_FENCE) flags |= hwif::kCtrlFence;
+  const uint8_t flags = ctrl_flags(qp.qpx.wr_flags, qp.sq_sig_all);
   b.ctrl_idx = sq.cur_post;
   b.ctrl_ptr = sq_wqe(sq, b.ctrl_idx);
   b.ctrl = hwif::CtrlSeg{};
   b.ctrl.set(op, static_cast<uint16_t>(b.ctrl_idx & 0xffff), qp.qpn, 0, flags);
   b.ds = 1;
-  b.data_ptr = sq_advance(sq, b.ctrl_ptr, sizeof(hwif::CtrlSeg));
+  b.data_ptr = sq_advance(sq_ring(sq), b.ctrl_ptr, sizeof(hwif::CtrlSeg));
   b.need_ud_addr = qp.type == hwif::QpType::kUd;
   if (b.need_ud_addr) {
     b.dgram_ptr = b.data_ptr;
-    b.data_ptr = sq_advance(sq, b.data_ptr, sizeof(hwif::DatagramSeg));
+    b.data_ptr = sq_advance(sq_ring(sq), b.data_ptr, sizeof(hwif::DatagramSeg));
     b.ds += static_cast<uint32_t>(sizeof(hwif::DatagramSeg) / hwif::kDsBytes);
   }
   b.data_set = false;
@@ -215,7 +211,7 @@ void wr_set_inline_data_list(ibv_qp_ex* qpx, size_t num_buf, const ibv_data_buf*
       b.err = EINVAL;
       return;
     }
-    sq_put_inline(qp.sq, b.data_ptr, static_cast<uint32_t>(total), [&](auto&& copy) {
+    sq_put_inline(sq_ring(qp.sq), b.data_ptr, static_cast<uint32_t>(total), [&](auto&& copy) {
       for (size_t i = 0; i < num_buf; ++i) copy(bufs[i].addr, bufs[i].length);
     });
     b.ds += ds;

@@ -85,33 +85,26 @@ int plan_send(const Qp& qp, const ibv_send_wr& wr, SendPlan& p) {
   return 0;
 }
 
-uint8_t ctrl_flags(const Qp& qp, unsigned int send_flags) {
-  uint8_t f = 0;
-  if ((send_flags & IBV_SEND_SIGNALED) || qp.sq_sig_all) f |= hwif::kCtrlCqUpdate;
-  if (send_flags & IBV_SEND_SOLICITED) f |= hwif::kCtrlSolicited;
-  if (send_flags & IBV_SEND_FENCE) f |= hwif::kCtrlFence;
-  return f;
-}
-
 // Writes the planned WQE at sq.cur_post (caller holds the SQ lock and checked the room).
 void write_send_wqe(Qp& qp, const ibv_send_wr& wr, const SendPlan& plan, uint32_t nreq) {
   SendQueue& sq = qp.sq;
   const uint32_t idx = sq.cur_post;
+  const SqRing ring = sq_ring(sq);
   uint8_t* ctrl_p = sq_wqe(sq, idx);
-  uint8_t* p = sq_advance(sq, ctrl_p, sizeof(hwif::CtrlSeg));
+  uint8_t* p = sq_advance(ring, ctrl_p, sizeof(hwif::CtrlSeg));
   if (qp.type == hwif::QpType::kUd) {
-    p = sq_put(sq, p, make_datagram(*to_ah(wr.wr.ud.ah), wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey));
+    p = sq_put(ring, p, make_datagram(*to_ah(wr.wr.ud.ah), wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey));
   }
   if (plan.atomic) {
-    p = sq_put(sq, p, make_raddr(wr.wr.atomic.remote_addr, wr.wr.atomic.rkey));
+    p = sq_put(ring, p, make_raddr(wr.wr.atomic.remote_addr, wr.wr.atomic.rkey));
     const bool cas = plan.opcode == hwif::WqeOpcode::kAtomicCs;
-    p = sq_put(sq, p, make_atomic(cas ? wr.wr.atomic.swap : wr.wr.atomic.compare_add, cas ? wr.wr.atomic.compare_add : 0));
-    p = sq_put(sq, p, make_data(wr.sg_list[0].lkey, wr.sg_list[0].addr, 8));
+    p = sq_put(ring, p, make_atomic(cas ? wr.wr.atomic.swap : wr.wr.atomic.compare_add, cas ? wr.wr.atomic.compare_add : 0));
+    p = sq_put(ring, p, make_data(wr.sg_list[0].lkey, wr.sg_list[0].addr, 8));
   } else {
-    if (plan.rdma) p = sq_put(sq, p, make_raddr(wr.wr.rdma.remote_addr, wr.wr.rdma.rkey));
+    if (plan.rdma) p = sq_put(ring, p, make_raddr(wr.wr.rdma.remote_addr, wr.wr.rdma.rkey));
     if (plan.use_inline) {
       if (plan.inline_bytes > 0) {
-        sq_put_inline(sq, p, plan.inline_bytes, [&](auto&& copy) {
+        sq_put_inline(ring, p, plan.inline_bytes, [&](auto&& copy) {
           for (int i = 0; i < wr.num_sge; ++i) {
             const ibv_sge& s = wr.sg_list[i];
             copy(reinterpret_cast<const void*>(static_cast<uintptr_t>(s.addr)), s.length);
@@ -121,12 +114,12 @@ void write_send_wqe(Qp& qp, const ibv_send_wr& wr, const SendPlan& plan, uint32_
     } else {
       for (int i = 0; i < wr.num_sge; ++i) {
         const ibv_sge& s = wr.sg_list[i];
-        if (s.length != 0) p = sq_put(sq, p, make_data(s.lkey, s.addr, s.length));
+        if (s.length != 0) p = sq_put(ring, p, make_data(s.lkey, s.addr, s.length));
       }
     }
   }
   hwif::CtrlSeg ctrl{};
-  ctrl.set(plan.opcode, static_cast<uint16_t>(idx & 0xffff), qp.qpn, plan.ds, ctrl_flags(qp, wr.send_flags));
+  ctrl.set(plan.opcode, static_cast<uint16_t>(idx & 0xffff), qp.qpn, plan.ds, ctrl_flags(wr.send_flags, qp.sq_sig_all));
   if (plan.opcode == hwif::WqeOpcode::kSendImm || plan.opcode == hwif::WqeOpcode::kRdmaWriteImm) {
     std::memcpy(static_cast<void*>(&ctrl.imm), &wr.imm_data, sizeof(ctrl.imm));  // already in network order
   }

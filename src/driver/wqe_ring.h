@@ -11,6 +11,7 @@
 // after it sees the doorbell, and the MMIO path itself hands the bytes over in program order).
 // No standalone fence: a release store is enough, and TSan does not model fences.
 #pragma once
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -26,25 +27,31 @@ namespace softhca::driver {
 
 // ---- send ring ---------------------------------------------------------------------------------
 
-inline uint8_t* sq_begin(const SendQueue& sq) { return sq.buf.data(); }
-inline uint8_t* sq_end(const SendQueue& sq) { return sq.buf.data() + static_cast<size_t>(sq.wqe_cnt) * hwif::kSendWqeBbBytes; }
 inline uint8_t* sq_wqe(const SendQueue& sq, uint32_t bb_index) {
   return sq.buf.data() + static_cast<size_t>(bb_index & (sq.wqe_cnt - 1)) * hwif::kSendWqeBbBytes;
+}
+// A send ring's bounds, taken once per WQE or post: WQE bytes are stored through byte pointers,
+// after which the compiler must reload every SendQueue field, so the bounds travel by value.
+struct SqRing {
+  uint8_t* begin;
+  uint8_t* end;
+};
+inline SqRing sq_ring(const SendQueue& sq) {
+  return {sq.buf.data(), sq.buf.data() + static_cast<size_t>(sq.wqe_cnt) * hwif::kSendWqeBbBytes};
 }
 // The segment slot after a segment of `bytes` (a multiple of 16) at p; continues at the ring start
 // when it reaches the end. Segments never straddle the end because they are 16-byte units in a
 // ring of 64-byte blocks.
-inline uint8_t* sq_advance(const SendQueue& sq, uint8_t* p, uint32_t bytes) {
+inline uint8_t* sq_advance(SqRing r, uint8_t* p, uint32_t bytes) {
   p += bytes;
-  uint8_t* end = sq_end(sq);
-  return p >= end ? sq_begin(sq) + (p - end) : p;
+  return p >= r.end ? r.begin + (p - r.end) : p;
 }
 
 template <class Seg>
-inline uint8_t* sq_put(const SendQueue& sq, uint8_t* p, const Seg& seg) {
+inline uint8_t* sq_put(SqRing r, uint8_t* p, const Seg& seg) {
   static_assert(sizeof(Seg) % hwif::kDsBytes == 0);
   store_as(p, seg);
-  return sq_advance(sq, p, sizeof(Seg));
+  return sq_advance(r, p, sizeof(Seg));
 }
 
 inline hwif::RaddrSeg make_raddr(uint64_t raddr, uint32_t rkey) {
@@ -75,30 +82,45 @@ inline hwif::DatagramSeg make_datagram(const Ah& ah, uint32_t remote_qpn, uint32
 
 // Copies len bytes into the ring at p, continuing at the ring start at the end. Returns the
 // position after the copy.
-inline uint8_t* sq_copy(const SendQueue& sq, uint8_t* p, const void* src, size_t len) {
+inline uint8_t* sq_copy(SqRing r, uint8_t* p, const void* src, size_t len) {
   const auto* s = static_cast<const uint8_t*>(src);
-  uint8_t* end = sq_end(sq);
-  while (len > 0) {
-    size_t n = static_cast<size_t>(end - p) < len ? static_cast<size_t>(end - p) : len;
-    move_bytes(p, s, n);
-    p += n;
-    s += n;
-    len -= n;
-    if (p == end) p = sq_begin(sq);
+  const auto room = static_cast<size_t>(r.end - p);
+  if (len < room) {  // the usual case: one piece, short of the ring's end
+    move_bytes(p, s, len);
+    return p + len;
   }
-  return p;
+  move_bytes(p, s, room);
+  move_bytes(r.begin, s + room, len - room);
+  return r.begin + (len - room);
 }
 
 // Writes one inline segment at p (a 16-byte aligned slot): header, then the pieces produced by
 // `for_each(copy)` back to back. total is their summed length (> 0). Returns its size in DS.
 template <class ForEachPiece>
-inline uint32_t sq_put_inline(const SendQueue& sq, uint8_t* p, uint32_t total, ForEachPiece&& for_each) {
+inline uint32_t sq_put_inline(SqRing r, uint8_t* p, uint32_t total, ForEachPiece&& for_each) {
   hwif::InlineHdr hdr{};
   hdr.byte_count = total | hwif::kInlineSegFlag;
   store_as(p, hdr);
   uint8_t* q = p + sizeof(hdr);  // a 16-byte slot: the header never reaches the ring end
-  for_each([&](const void* src, size_t len) { q = sq_copy(sq, q, src, len); });
+  for_each([&](const void* src, size_t len) { q = sq_copy(r, q, src, len); });
   return static_cast<uint32_t>((sizeof(hdr) + total + hwif::kDsBytes - 1) / hwif::kDsBytes);
+}
+
+// The control segment's fm_ce_se flags for a WR's send_flags: IBV_SEND_FENCE, _SIGNALED and
+// _SOLICITED are its three low bits, looked up rather than tested one by one. sig_all: the QP
+// signals every WR.
+inline uint8_t ctrl_flags(unsigned int send_flags, bool sig_all) {
+  static_assert(IBV_SEND_FENCE == 1 && IBV_SEND_SIGNALED == 2 && IBV_SEND_SOLICITED == 4);
+  static constexpr std::array<uint8_t, 8> kFlags = [] {
+    std::array<uint8_t, 8> t{};
+    for (unsigned i = 0; i < t.size(); ++i) {
+      t[i] = static_cast<uint8_t>(((i & IBV_SEND_FENCE) ? hwif::kCtrlFence : 0) |
+                                  ((i & IBV_SEND_SIGNALED) ? hwif::kCtrlCqUpdate : 0) |
+                                  ((i & IBV_SEND_SOLICITED) ? hwif::kCtrlSolicited : 0));
+    }
+    return t;
+  }();
+  return static_cast<uint8_t>(kFlags[send_flags & 7] | (sig_all ? hwif::kCtrlCqUpdate : 0));
 }
 
 inline uint32_t ds_to_bbs(uint32_t ds) {

@@ -169,13 +169,15 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place = false);
   // A packet sent: in the device's counters and in those of `by`, the QP whose work sent it (none:
   // a command's, uncounted per QP). The second form takes tx_qp_ and counts NAKs too.
-  void count_sent(QueuePair* by, size_t wire_bytes) {
-    ++stats_->packets_sent;
-    stats_->bytes_sent += wire_bytes;
+  void count_sent(QueuePair* by, size_t wire_bytes) { count_sent(by, 1, wire_bytes); }
+  // `packets` packets of `bytes` in all.
+  void count_sent(QueuePair* by, uint32_t packets, uint64_t bytes) {
+    stats_->packets_sent += packets;
+    stats_->bytes_sent += bytes;
     if (by == nullptr) return;
     QpCounters& c = counters(*by);
-    ++c.packets_sent;
-    c.bytes_sent += wire_bytes;
+    c.packets_sent += packets;
+    c.bytes_sent += bytes;
   }
   void count_sent(const fabric::PacketFields& f, size_t wire_bytes);
   // Why `qp` would not take a packet of this opcode and P_Key (its state, transport or P_Key), or
@@ -214,10 +216,9 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
     const size_t waiting = loop_count_ - (draining_ ? 1 : 0);
     return waiting == 0 || (waiting == 1 && ack_at_loop_tail() != nullptr);
   }
-  // `packets` looped-back packets of `wire_bytes` each, taken by `qp` without being queued
+  // `packets` looped-back packets of `bytes` in all, taken by `qp` without being queued
   // (express.cc): counted received, device and QP, as drain_loopback() and accept() count them.
-  void count_taken(QueuePair& qp, uint32_t packets, size_t wire_bytes) {
-    const uint64_t bytes = uint64_t{packets} * wire_bytes;
+  void count_taken(QueuePair& qp, uint32_t packets, uint64_t bytes) {
     stats_->packets_received += packets;
     stats_->bytes_received += bytes;
     QpCounters& c = counters(qp);

@@ -3,6 +3,7 @@
 // region, access right granted. lkey == rkey, both index<<8 | an 8-bit variant. The table lives in
 // the device region; MemoryKeys is a per-process view of it.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -38,17 +39,25 @@ struct Translation {
 // what the express path (transport/express.cc) keeps of the last key it used, so the next message
 // through the same key costs a comparison. Valid within one entry point of the device (keys change
 // only by commands, which wait for it).
-struct MappedKey {
-  Mkey key{};  // key.key == 0: none (index 0 is never a key)
-  std::span<uint8_t> memory{};
+class MappedKey {
+ public:
+  MappedKey() = default;  // no key
+  MappedKey(const Mkey& key, std::span<uint8_t> memory)
+      : key_(key), memory_(memory.data()), limit_(std::min<uint64_t>(key.length, memory.size())) {}
 
   // The memory of [addr, addr + len) through key `k`, or nullptr when it is not this key, or not
   // inside the region, or not inside the part mapped.
   [[nodiscard]] uint8_t* at(uint32_t k, uint64_t addr, uint64_t len) const {
-    if (k != key.key || k == 0 || !key.covers(addr, len)) return nullptr;
-    const uint64_t off = addr - key.iova;
-    return off <= memory.size() && len <= memory.size() - off ? memory.data() + off : nullptr;
+    const uint64_t off = addr - key_.iova;  // past limit_ when addr is below the region
+    if (k != key_.key || k == 0 || off > limit_ || len > limit_ - off) return nullptr;
+    return memory_ + off;
   }
+  [[nodiscard]] const Mkey& key() const { return key_; }
+
+ private:
+  Mkey key_{};  // key_.key == 0: none (index 0 is never a key)
+  uint8_t* memory_ = nullptr;  // the region's first byte, mapped
+  uint64_t limit_ = 0;         // bytes of the region from its start that are mapped
 };
 
 // The keys' state in the region: the table and the variant counter of the next key.

@@ -125,6 +125,7 @@ void SendPipeline::run() {
 
 void SendPipeline::run_loop(Requester& requester) {
   while (qp_.req.exec != qp_.req.fetch && qp_.state() == QpState::kRts && !qp_.req.rnr_wait) {
+    if (run_writes(requester)) continue;
     SendRecord& rec = dev_.record(qp_, qp_.req.exec);
     const Prepared p = prepare(rec);
     if (p == Prepared::kStall) return;
@@ -137,6 +138,45 @@ void SendPipeline::run_loop(Requester& requester) {
     qp_.req.exec = static_cast<uint16_t>(qp_.req.exec + rec.wqe.bbs);
     requester.execute(rec);
   }
+}
+
+bool SendPipeline::run_writes(Requester& requester) {
+  const uint32_t room = requester.write_run_room();
+  if (room == 0) return false;
+  const uint32_t ready = prepare_plain_writes(room);
+  return ready > 0 && requester.execute_write_run(ready) > 0;
+}
+
+uint32_t SendPipeline::prepare_plain_writes(uint32_t max) {
+  const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
+  const uint32_t ring_mask = qp_.sq_bbs() - 1;
+  // prepare()'s limits for a WRITE on RC: one packet (the run's shape), within the largest message.
+  const uint64_t longest = std::min<uint64_t>(mtu_bytes(qp_.attr.path_mtu), dev_.config_.caps.max_msg_sz);
+  const bool fence_stalls = qp_.req.outstanding_rd > 0;
+  uint16_t bb = qp_.req.exec;
+  uint32_t n = 0;
+  for (; n < max && bb != qp_.req.fetch; ++n) {
+    SendRecord& rec = dev_.record(qp_, bb);
+    SendWqe& w = rec.wqe;
+    if (!decode_plain_write(ring, (bb & ring_mask) * kSendWqeBbBytes, w)) break;
+    if (w.length == 0 || w.length > longest || (w.fence && fence_stalls) || static_cast<uint16_t>(qp_.req.fetch - bb) < w.bbs) break;
+    rec.first_psn = 0;
+    rec.npkts = 1;
+    rec.response_done = false;
+    rec.resp_received = 0;
+    rec.executed = false;
+    rec.sge0_host_addr = 0;
+    w.wqe_index = bb;
+    w.signaled = w.signaled || qp_.sq_sig_all;
+    if (!w.is_inline) {
+      const Sge& s = w.sge[0];
+      const Translation t = local_keys_.translate(dev_.mkeys_, s.lkey, qp_.pdn, s.addr, s.length, 0);
+      if (t.result != KeyCheck::kOk) break;
+      rec.sge0_host_addr = t.host_addr;
+    }
+    bb = static_cast<uint16_t>(bb + w.bbs);
+  }
+  return n;
 }
 
 void SendPipeline::fail(const SendRecord& rec) {

@@ -37,6 +37,16 @@ class SendPipeline {
   bool local_keys_ok(SendRecord& rec);  // also sets rec.sge0_host_addr
   void fail(const SendRecord& rec);
   void run_loop(Requester& requester);  // run()'s WQE loop
+  // A run of small WRITEs (docs/live-mode.md, "Runs of small WRITEs"): when the requester can
+  // send new WRITEs express (Requester::write_run_room()), the WQEs from exec on that are plain
+  // WRITEs of one packet are prepared together, then executed together. false when none went:
+  // the WQE at exec then takes the per-WQE path.
+  bool run_writes(Requester& requester);
+  // prepare() for up to `max` WQEs from exec on, stopping at the first that is not a plain WRITE
+  // (decode_plain_write()) of one packet ready to go: another shape, a length or local key
+  // prepare() would refuse, a fence it would stall on, more blocks than were posted. Returns how
+  // many are ready, each in its record as prepare() leaves it.
+  uint32_t prepare_plain_writes(uint32_t max);
 
   Device& dev_;
   QueuePair& qp_;

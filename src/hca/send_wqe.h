@@ -3,6 +3,7 @@
 // read from there (it may wrap). Sizes in bytes; WQE positions in 64-byte basic blocks.
 #pragma once
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <span>
 
@@ -77,6 +78,51 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, 
 
 // Number of basic blocks of a WQE whose control segment says ds 16-byte units.
 constexpr uint32_t wqe_bbs(uint32_t ds) { return (ds * hwif::kDsBytes + hwif::kSendWqeBbBytes - 1) / hwif::kSendWqeBbBytes; }
+
+// The common shape of a small RDMA WRITE on a connected QP: control segment, remote address, then
+// either one inline segment of at least one byte or exactly one data segment, the whole WQE
+// before the ring's end. `start`: the byte offset in `ring` of the WQE's first basic block. For a
+// WQE of that shape, decodes it into `out` exactly as parse_send_wqe(ring, bb, false, out) would
+// (every field parse_send_wqe() sets, and sge[0] for a data segment) and returns true; returns
+// false for any other WQE, leaving `out` partly written: parse_send_wqe() then decides what it is.
+// The send pipeline's run of small WRITEs decodes with it (send_pipeline.cc).
+inline bool decode_plain_write(std::span<const uint8_t> ring, uint32_t start, SendWqe& out) {
+  using namespace hwif;
+  const uint8_t* wqe = ring.data() + start;
+  const auto ctrl = load_as<CtrlSeg>(wqe);
+  const uint32_t ds = ctrl.ds();
+  if (ctrl.opcode() != WqeOpcode::kRdmaWrite || ds < 3 || ds * kDsBytes > ring.size() - start) return false;
+  const uint32_t first_word = load_as<Be32>(wqe + 2 * kDsBytes).get();
+  const uint32_t inline_len = first_word & ~kInlineSegFlag;
+  const bool is_inline = first_word & kInlineSegFlag;
+  if (is_inline ? inline_len == 0 || 2 + (inline_len + 4 + kDsBytes - 1) / kDsBytes > ds : ds != 3) return false;
+  const auto r = load_as<RaddrSeg>(wqe + kDsBytes);
+  out.opcode = WqeOpcode::kRdmaWrite;
+  out.wqe_index = ctrl.wqe_index();
+  out.bbs = wqe_bbs(ds);
+  out.signaled = ctrl.fm_ce_se & kCtrlCqUpdate;
+  out.solicited = ctrl.fm_ce_se & kCtrlSolicited;
+  out.fence = ctrl.fm_ce_se & kCtrlFence;
+  out.imm = std::bit_cast<uint32_t>(ctrl.imm);
+  out.remote_addr = r.raddr.get();
+  out.rkey = r.rkey.get();
+  out.swap_add = 0;
+  out.compare = 0;
+  out.ud = UdAddress{};
+  out.is_inline = is_inline;
+  if (is_inline) {
+    out.inline_offset = start + 2 * kDsBytes + 4;
+    out.num_sge = 0;
+    out.length = inline_len;
+    return true;
+  }
+  const auto d = load_as<DataSeg>(wqe + 2 * kDsBytes);
+  out.inline_offset = 0;
+  out.num_sge = 1;
+  out.sge[0] = Sge{d.addr.get(), first_word, d.lkey.get()};
+  out.length = first_word;
+  return true;
+}
 
 // Copies len bytes starting at byte `offset` of the ring (wrapping) into dst.
 void copy_wrapped(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len);

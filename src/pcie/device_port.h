@@ -66,6 +66,30 @@ class DevicePort {
     hold(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
   }
 
+  // A batch of DMAs whose TLPs the caller adds up (add_write(), add_read(): arithmetic only) and
+  // holds at once (hold_batch()): the counts a count_write() or count_read() of each would give.
+  // Only while counts are held and reads are cut whole (batches_counts()).
+  struct DmaBatch {
+    uint64_t mwr = 0, written = 0;         // writes: TLPs, payload bytes
+    uint64_t mrd = 0, cpld = 0, read = 0;  // reads: requests, completions, payload bytes
+  };
+  [[nodiscard]] bool batches_counts() const { return defer_ && reads_cut_whole_; }
+  void add_write(DmaBatch& b, uint64_t host_addr, size_t len) const {
+    b.mwr += chunks(host_addr, len, config_.mps_bytes);
+    b.written += len;
+  }
+  void add_read(DmaBatch& b, uint64_t host_addr, size_t len) const {
+    b.mrd += chunks(host_addr, len, config_.mrrs_bytes);
+    b.cpld += chunks(host_addr, len, config_.completion_bytes);
+    b.read += len;
+  }
+  void hold_batch(const DmaBatch& b, TlpCause read_cause, TlpCause write_cause) {
+    if (b.mwr != 0) hold(TlpRun{TlpType::kMWr, write_cause, b.mwr, b.written, b.written + b.mwr * config_.mwr_overhead_bytes});
+    if (b.mrd == 0) return;
+    hold(TlpRun{TlpType::kMRd, read_cause, b.mrd, 0, b.mrd * config_.mrd_overhead_bytes});
+    hold(TlpRun{TlpType::kCplD, read_cause, b.cpld, b.read, b.read + b.cpld * config_.cpld_overhead_bytes});
+  }
+
   // With a counts-only sink, the DMA counts may be held back: each run adds up here, in plain
   // cells, and reaches the sink at flush_counts(), one run per (type, cause) touched — no locked
   // add per DMA. The device holds them for one entry point (Device::end_entry() flushes); off by

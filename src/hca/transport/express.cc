@@ -50,12 +50,8 @@ bool Requester::try_open_link() {
   return true;
 }
 
-std::span<const uint8_t> Requester::express_source(const SendRecord& rec) {
-  const SendWqe& w = rec.wqe;
-  // prepare() translated the first SGE's key (rec.sge0_host_addr) in this same entry point.
-  if (w.num_sge == 0 || w.sge[0].length < w.length || rec.sge0_host_addr == 0) return {};
+std::span<const uint8_t> Requester::express_source_new_key(const SendWqe& w) {
   const Sge& s = w.sge[0];
-  if (const uint8_t* memory = link_.source.at(s.lkey, s.addr, w.length)) return {memory, w.length};
   const Mkey* key = dev_.mkeys_.find(s.lkey);
   if (key == nullptr) return {};
   link_.source = MappedKey{*key, dev_.dma_.map_prefix(key->host_addr, key->length)};
@@ -119,6 +115,70 @@ bool Requester::express_write(const SendRecord& rec) {
   }
   if (ack_here) express_acked_ = psn_add(rec.first_psn, rec.npkts - 1);
   return true;
+}
+
+uint32_t Requester::write_run_room() {
+  const RequesterState& rq = qp_.req;
+  // execute()'s way to send_express(): a new message at tx_psn (not a resend), no RNR wait.
+  if (qp_.type != QpType::kRc || !defer_express_acks_ || rq.rnr_wait || rq.tx_psn != rq.next_psn ||
+      rq.tx_psn != rq.max_sent_psn)
+    return 0;
+  // express_write()'s checks that hold for the whole run: its ACKs come straight back (so nothing
+  // is queued meanwhile), the target's state is the one checked, and it expects our next PSN.
+  // Its TLP counts are added up per run: no sink looks at single TLPs.
+  if (!dev_.dma_.batches_counts() || !open_link() || !link_.ack_here || !dev_.loop_holds_only_acks() ||
+      link_.target->state() != link_.target_state || link_.target->resp.epsn != rq.next_psn)
+    return 0;
+  // fits_window(): message i of the run has PSN next_psn + i.
+  const int32_t in_flight = psn_cmp(rq.next_psn, rq.una_psn);
+  return in_flight < static_cast<int32_t>(kMaxUnackedPsns) ? kMaxUnackedPsns - in_flight : 0;
+}
+
+uint32_t Requester::execute_write_run(uint32_t n) {
+  RequesterState& rq = qp_.req;
+  QueuePair& target = *link_.target;
+  Responder responder(dev_, target);
+  const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
+  uint64_t wire_bytes = 0;
+  pcie::DevicePort::DmaBatch dma;
+  uint32_t done = 0;
+  for (; done < n; ++done) {
+    SendRecord& rec = dev_.record(qp_, rq.exec);
+    const SendWqe& w = rec.wqe;
+    // write_run_room() checked that the target expects the first one's PSN; each has the next.
+    const std::optional<Responder::ExpressTarget> dest = responder.write_target(w.remote_addr, w.rkey, w.length, link_.dest);
+    if (!dest) break;
+    const auto len = static_cast<uint32_t>(w.length);
+    if (w.is_inline) {
+      copy_from_ring(ring, w.inline_offset, dest->memory, len);
+    } else {
+      const std::span<const uint8_t> source = express_source(rec);
+      if (source.empty()) break;
+      move_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
+      dev_.dma_.add_read(dma, rec.sge0_host_addr, len);
+    }
+    dev_.dma_.add_write(dma, dest->host_addr, len);
+    wire_bytes += fabric::local_wire_bytes(BthOpcode::kRcRdmaWriteOnly, len);
+    rec.executed = true;
+    rec.first_psn = rq.next_psn;
+    rec.npkts = 1;
+    rq.next_psn = psn_add(rq.next_psn, 1);
+    rq.exec = static_cast<uint16_t>(rq.exec + w.bbs);
+  }
+  if (done == 0) return 0;
+  responder.express_run_placed(done);
+  dev_.dma_.hold_batch(dma, pcie::TlpCause::kPayloadRead, pcie::TlpCause::kPayloadWrite);
+  // Each WRITE: one packet sent and taken, and the ACK it asks for sent (received when taken).
+  const uint64_t ack_bytes = fabric::local_wire_bytes(BthOpcode::kRcAcknowledge, 0);
+  dev_.stats_->express_writes += done;
+  dev_.count_sent(dev_.tx_qp_, done, wire_bytes);
+  dev_.count_taken(target, done, wire_bytes);
+  dev_.stats_->acks_sent += done;
+  dev_.count_sent(&target, done, done * ack_bytes);
+  express_ack_packets_ += done;
+  express_acked_ = psn_add(rq.next_psn, Psn::kMask);  // the last one's PSN
+  rq.tx_psn = rq.max_sent_psn = rq.next_psn;
+  return done;
 }
 
 bool Requester::acks_come_back_from(const QueuePair& target) const {

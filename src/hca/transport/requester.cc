@@ -104,7 +104,7 @@ void Requester::take_express_ack() {
       for (uint32_t i = 0; i < packets; ++i) dev_.stats_->drop(*why);
       return;
     }
-    dev_.count_taken(qp_, packets, ack_bytes);
+    dev_.count_taken(qp_, packets, packets * ack_bytes);
     const Device::QpScope scope(dev_, qp_);
     acknowledge(psn);
   }
@@ -292,11 +292,6 @@ void Requester::acknowledge(uint32_t psn, bool settle) {
   if (!settle) return;
   complete_acked();
   pump();
-}
-
-bool Requester::is_done(const SendRecord& r) const {
-  const bool acked = r.npkts == 0 || psn_cmp(psn_add(r.first_psn, r.npkts), qp_.req.una_psn) <= 0;
-  return acked && (!(r.wqe.is_read() || r.wqe.is_atomic()) || r.response_done);
 }
 
 void Requester::complete_acked() {

@@ -33,6 +33,17 @@ class Requester {
   void defer_express_acks() { defer_express_acks_ = true; }
   // Takes the ACK of the express WRITEs sent so far, if any (and of those it lets out).
   void take_express_ack();
+  // Runs of small WRITEs (express.cc; the send pipeline prepares them). How many new WRITEs may go
+  // express one after the other now, as execute() would send each: RC, acknowledgements deferred
+  // and coming straight back, nothing older waiting to go out, the target expecting our next PSN,
+  // and the room left in the window; and TLP counts held (no sink looks at single TLPs), so a run's
+  // are added up. 0: none may.
+  [[nodiscard]] uint32_t write_run_room();
+  // Executes up to `n` prepared one-packet WRITEs from exec on (at most write_run_room()), each as
+  // execute() and express_write() would, their packets, ACKs and TLPs counted once for the run. Stops at
+  // the first that cannot go express (its key, its target, its source), which is left unexecuted.
+  // Returns how many went; exec has moved past them.
+  uint32_t execute_write_run(uint32_t n);
   // A response-class packet for this QP (ACK, NAK, READ response, atomic ACK).
   void on_response(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   // The QP's timer expired: an RNR wait ended, or the ACK timeout fired.
@@ -66,8 +77,15 @@ class Requester {
   }
   bool try_open_link();
   // The host memory a WRITE's one SGE reads (rec.sge0_host_addr), mapped; empty when not in one
-  // mapping.
-  std::span<const uint8_t> express_source(const SendRecord& rec);
+  // mapping. Through the local key the last one read from when it is the same.
+  std::span<const uint8_t> express_source(const SendRecord& rec) {
+    const SendWqe& w = rec.wqe;
+    // prepare() translated the first SGE's key (rec.sge0_host_addr) in this same entry point.
+    if (w.num_sge == 0 || w.sge[0].length < w.length || rec.sge0_host_addr == 0) return {};
+    if (const uint8_t* memory = link_.source.at(w.sge[0].lkey, w.sge[0].addr, w.length)) return {memory, w.length};
+    return express_source_new_key(w);
+  }
+  std::span<const uint8_t> express_source_new_key(const SendWqe& w);
   // Whether every packet of the message lies inside the window pump() keeps.
   [[nodiscard]] bool fits_window(const SendRecord& rec) const {
     return psn_cmp(psn_add(rec.first_psn, rec.npkts - 1), qp_.req.una_psn) < static_cast<int32_t>(kMaxUnackedPsns);
@@ -89,7 +107,10 @@ class Requester {
   // Everything up to and including psn arrived. settle false: only the window moves; completing
   // WQEs and sending more wait for the next acknowledge() (a later ACK already queued).
   void acknowledge(uint32_t psn, bool settle = true);
-  [[nodiscard]] bool is_done(const SendRecord& r) const;
+  [[nodiscard]] bool is_done(const SendRecord& r) const {
+    const bool acked = r.npkts == 0 || psn_cmp(psn_add(r.first_psn, r.npkts), qp_.req.una_psn) <= 0;
+    return acked && (!(r.wqe.is_read() || r.wqe.is_atomic()) || r.response_done);
+  }
   // The oldest READ or atomic before psn whose response has not all arrived, or null.
   const SendRecord* unanswered_before(uint32_t psn);
   void complete_acked();

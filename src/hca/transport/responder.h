@@ -37,8 +37,13 @@ class Responder {
     // on_rc(): the expected PSN. place_write(): the target, through the key the last WRITE went
     // through when it is the same (its PD and access were checked then).
     if (psn != qp_.resp.epsn) return std::nullopt;
+    return write_target(va, rkey, len, key);
+  }
+  // express_target() but for the PSN: a run of WRITEs (Requester::execute_write_run()) checked
+  // that the first one's is the expected PSN, and each one after it has the next.
+  [[nodiscard]] std::optional<ExpressTarget> write_target(uint64_t va, uint32_t rkey, uint64_t len, MappedKey& key) const {
     if (uint8_t* memory = key.at(rkey, va, len); memory != nullptr && takes_write_of(len))
-      return ExpressTarget{key.key.host_at(va), memory};
+      return ExpressTarget{key.key().host_at(va), memory};
     return express_target_new_key(va, rkey, len, key);
   }
   // Packet `psn` of such a WRITE was placed: the state on_rc() leaves, and the ACK it asked for.
@@ -51,6 +56,15 @@ class Responder {
       st.msn = psn_add(st.msn, 1);
     }
     if (ack_req) send_ack(psn, ack_syndrome());
+  }
+  // `n` WRITEs of one packet each, from the expected PSN on, were placed: the state n calls of
+  // express_placed(psn, true, false) leave.
+  void express_run_placed(uint32_t n) {
+    ResponderState& st = qp_.resp;
+    st.nak_sent = false;
+    st.write_active = false;
+    st.epsn = psn_add(st.epsn, n);
+    st.msn = psn_add(st.msn, n);
   }
   // QP in error: posted receive WQEs complete with flush errors (not those of an SRQ).
   void flush();

@@ -212,5 +212,72 @@ TEST(InternalLoopback, AWriteBehindAQueuedReadRequestWaitsItsTurn) {
   EXPECT_EQ(inside.cqes0[1].syndrome, 0u);
 }
 
+TEST(InternalLoopback, RunsOfSmallWritesAmongOtherWorkAreCountedAsOnTheWire) {
+  // Small WRITEs, inline and from one SGE, run together (SendPipeline::run_writes); a 3-packet
+  // WRITE, a READ, and an inline WQE that wraps the ring's end each break the run and take their
+  // own path. Three doorbells, the later two going around the 64-block ring: the last doorbell's
+  // eighth WQE (3 blocks from block 62) wraps its end.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post_inline_write(dev, 0, 8, 0, 100000, false, false);
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 8, 8, 100008, 0, false, false);
+    lb.post_inline_write(dev, 0, 40, 16, 100016, true, false);  // two basic blocks
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 1000, 100, 101000, 0, false, false);
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 3000, 2000, 103000, 0, false, false);  // 3 packets
+    lb.post_inline_write(dev, 0, 8, 56, 100056, false, false);
+    lb.post(dev, 0, WqeOpcode::kRdmaRead, 512, 110000, 6000, 0, false, false);
+    lb.post_inline_write(dev, 0, 8, 64, 100064, false, false);
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 8, 72, 100072, 0, true, false);
+    lb.ring(dev, 0);
+    lb.pump(dev);
+    for (int i = 0; i < 31; ++i) lb.post_inline_write(dev, 0, 20, 200 + 20 * i, 120000 + 20 * i, i % 7 == 0, false);
+    lb.ring(dev, 0);
+    lb.pump(dev);
+    for (int i = 0; i < 15; ++i) lb.post_inline_write(dev, 0, 100, 1000 + 100 * i, 130000 + 100 * i, i == 14, false);
+    lb.ring(dev, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.express_writes, 52u);  // Expect: all but the two WRITEs behind the READ
+  ASSERT_EQ(inside.cqes0.size(), 8u);
+  for (const CqeSeen& c : inside.cqes0) EXPECT_EQ(c.syndrome, 0u);
+  const uint8_t* m = inside.memory.data();
+  EXPECT_EQ(std::memcmp(m + 100000, m, 80), 0);
+  EXPECT_EQ(std::memcmp(m + 101000, m + 100, 1000), 0);
+  EXPECT_EQ(std::memcmp(m + 103000, m + 2000, 3000), 0);
+  EXPECT_EQ(std::memcmp(m + 6000, m + 110000, 512), 0);
+  EXPECT_EQ(std::memcmp(m + 120000, m + 200, 620), 0);
+  EXPECT_EQ(std::memcmp(m + 130000, m + 1000, 1500), 0);
+}
+
+TEST(InternalLoopback, ARunThatMeetsABadRemoteKeyStopsThereAsOnTheWire) {
+  // Three small WRITEs go as a run; the fourth's target lies beyond the key (a NAK, the QP fails),
+  // and the two after it are flushed.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    for (int i = 0; i < 3; ++i) lb.post_inline_write(dev, 0, 8, 8 * i, 100000 + 8 * i, true, false);
+    lb.post_inline_write(dev, 0, 8, 0, Loopback::kBufBytes - 4, true, false);
+    for (int i = 0; i < 2; ++i) lb.post(dev, 0, WqeOpcode::kRdmaWrite, 8, 8 * i, 100100 + 8 * i, 0, true, false);
+    lb.ring(dev, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.express_writes, 3u);
+  EXPECT_EQ(inside.stats.naks_sent, 1u);
+  ASSERT_EQ(inside.cqes0.size(), 6u);
+  EXPECT_EQ(inside.cqes0[3].syndrome, static_cast<uint8_t>(hwif::CqeSyndrome::kRemAccessErr));
+}
+
+TEST(InternalLoopback, ARunThatMeetsABadLocalBufferStopsThereAsOnTheWire) {
+  // The third WRITE gathers past its local key: a local protection error, found when it is
+  // prepared; the first two went as a run and their ACK is dropped by the failed QP.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    for (int i = 0; i < 2; ++i) lb.post(dev, 0, WqeOpcode::kRdmaWrite, 8, 8 * i, 100000 + 8 * i, 0, true, false);
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 64, Loopback::kBufBytes - 8, 100100, 0, true, false);
+    lb.post_inline_write(dev, 0, 8, 0, 100200, true, false);
+    lb.ring(dev, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.express_writes, 2u);
+  ASSERT_EQ(inside.cqes0.size(), 4u);
+  EXPECT_EQ(inside.cqes0[2].syndrome, static_cast<uint8_t>(hwif::CqeSyndrome::kLocProtErr));
+}
+
 }  // namespace
 }  // namespace softhca

@@ -181,6 +181,33 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     if (ring) this->ring(dev, s);
   }
 
+  // An RDMA WRITE of len bytes of buf[local] carried inline in the WQE (which may take several
+  // basic blocks and wrap the ring's end), to buf[remote]; signaled and ring as post().
+  void post_inline_write(hca::Device& dev, int s, uint32_t len, uint64_t local, uint64_t remote, bool signaled = true,
+                         bool ring = true) {
+    using namespace hwif;
+    Side& d = sides_[s];
+    const uint32_t ds = 2 + (len + 4 + kDsBytes - 1) / kDsBytes;
+    const uint32_t bbs = (ds * kDsBytes + kSendWqeBbBytes - 1) / kSendWqeBbBytes;
+    std::array<uint8_t, kMaxWqeBbs * kSendWqeBbBytes> w{};
+    CtrlSeg c{};
+    c.set(WqeOpcode::kRdmaWrite, d.sq_pi, d.qpn, ds, signaled ? kCtrlCqUpdate : uint8_t{0});
+    std::memcpy(w.data(), &c, 16);
+    RaddrSeg r{};
+    r.raddr = addr(buf_.data()) + remote;
+    r.rkey = sides_[1 - s].key;
+    std::memcpy(w.data() + 16, &r, 16);
+    const Be32 hdr(len | kInlineSegFlag);
+    std::memcpy(w.data() + 32, &hdr, 4);
+    std::memcpy(w.data() + 36, buf_.data() + local, len);
+    const size_t ring_bytes = d.sq.size();
+    const size_t start = (d.sq_pi & ((1u << kLogSq) - 1)) * kSendWqeBbBytes;
+    for (size_t i = 0; i < bbs * kSendWqeBbBytes; ++i) d.sq[(start + i) % ring_bytes] = w[i];
+    d.sq_pi = static_cast<uint16_t>(d.sq_pi + bbs);
+    d.last_wqe = d.sq.data() + start;
+    if (ring) this->ring(dev, s);
+  }
+
   // The doorbell of side s for everything posted so far: the first 8 bytes of the last WQE.
   void ring(hca::Device& dev, int s) {
     dev.mmio_write(hwif::uar_page_offset(0) + hwif::bfreg_offset(1), sides_[s].last_wqe, hwif::kDoorbellBytes);

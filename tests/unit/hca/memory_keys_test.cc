@@ -126,11 +126,11 @@ TEST_F(MemoryKeysTest, AKeyCacheAnswersAsTranslateWhetherItHoldsTheKeyOrNot) {
 
 TEST(MappedKey, GivesMemoryOnlyForItsKeyInsideTheRegionAndTheMappedPart) {
   std::array<uint8_t, 0x100> memory{};
-  MappedKey m;
-  m.key.key = 0x105;
-  m.key.iova = 0x7000;
-  m.key.length = 0x200;  // the region: 0x200 bytes, of which the first 0x100 are mapped
-  m.memory = memory;
+  Mkey key;
+  key.key = 0x105;
+  key.iova = 0x7000;
+  key.length = 0x200;  // the region: 0x200 bytes, of which the first 0x100 are mapped
+  const MappedKey m(key, memory);
   EXPECT_EQ(m.at(0x105, 0x7000, 0x100), memory.data());
   EXPECT_EQ(m.at(0x105, 0x70f8, 8), memory.data() + 0xf8);
   EXPECT_EQ(m.at(0x105, 0x70f9, 8), nullptr);   // Expect: past the mapped part
@@ -138,6 +138,10 @@ TEST(MappedKey, GivesMemoryOnlyForItsKeyInsideTheRegionAndTheMappedPart) {
   EXPECT_EQ(m.at(0x105, 0x6fff, 8), nullptr);   // Expect: before the region
   EXPECT_EQ(m.at(0x105, UINT64_MAX, 2), nullptr);
   EXPECT_EQ(MappedKey{}.at(0, 0, 0), nullptr);  // Expect: key 0 is no key
+  key.length = 0x80;  // a region shorter than the mapping
+  const MappedKey short_region(key, memory);
+  EXPECT_EQ(short_region.at(0x105, 0x7078, 8), memory.data() + 0x78);
+  EXPECT_EQ(short_region.at(0x105, 0x7079, 8), nullptr);  // Expect: past the region's end
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
+#include <string>
 #include <vector>
 
 namespace softhca::hca {
@@ -116,6 +118,120 @@ TEST(SendWqe, AnUnknownOpcodeIsRefused) {
   std::memcpy(ring.data(), &c, 16);
   SendWqe w;
   EXPECT_EQ(parse_send_wqe(ring, 0, false, w), WqeParse::kBadOpcode);
+}
+
+// Every field parse_send_wqe() sets, and the first SGE when there is one.
+void expect_same_wqe(const SendWqe& a, const SendWqe& b, const std::string& what) {
+  EXPECT_EQ(a.opcode, b.opcode) << what;
+  EXPECT_EQ(a.wqe_index, b.wqe_index) << what;
+  EXPECT_EQ(a.bbs, b.bbs) << what;
+  EXPECT_EQ(a.signaled, b.signaled) << what;
+  EXPECT_EQ(a.solicited, b.solicited) << what;
+  EXPECT_EQ(a.fence, b.fence) << what;
+  EXPECT_EQ(a.imm, b.imm) << what;
+  EXPECT_EQ(a.remote_addr, b.remote_addr) << what;
+  EXPECT_EQ(a.rkey, b.rkey) << what;
+  EXPECT_EQ(a.swap_add, b.swap_add) << what;
+  EXPECT_EQ(a.compare, b.compare) << what;
+  EXPECT_EQ(a.is_inline, b.is_inline) << what;
+  EXPECT_EQ(a.inline_offset, b.inline_offset) << what;
+  EXPECT_EQ(a.num_sge, b.num_sge) << what;
+  EXPECT_EQ(a.length, b.length) << what;
+  EXPECT_EQ(std::memcmp(&a.ud, &b.ud, sizeof a.ud), 0) << what;
+  if (a.num_sge > 0 && b.num_sge > 0) {
+    EXPECT_EQ(a.sge[0].addr, b.sge[0].addr) << what;
+    EXPECT_EQ(a.sge[0].length, b.sge[0].length) << what;
+    EXPECT_EQ(a.sge[0].lkey, b.sge[0].lkey) << what;
+  }
+}
+
+// A WRITE at basic block `bb`: control, remote address, then an inline segment of `inline_len`
+// bytes or (inline_len < 0) one data segment of 8 bytes.
+void put_write(std::vector<uint8_t>& ring, uint32_t bb, int inline_len, WqeOpcode op = WqeOpcode::kRdmaWrite) {
+  const uint32_t ds = inline_len < 0 ? 3 : 2 + (static_cast<uint32_t>(inline_len) + 4 + kDsBytes - 1) / kDsBytes;
+  uint8_t* p = ring.data() + bb * kSendWqeBbBytes;
+  CtrlSeg c{};
+  c.set(op, static_cast<uint16_t>(bb + 7), 0x10, ds, kCtrlCqUpdate | kCtrlFence);
+  c.imm = 0x01020304;
+  RaddrSeg r{};
+  r.raddr = 0x1000 + bb;
+  r.rkey = 0x300 + bb;
+  std::memcpy(p, &c, 16);
+  std::memcpy(p + 16, &r, 16);
+  if (inline_len < 0) {
+    DataSeg d{};
+    d.byte_count = 8;
+    d.lkey = 0x55;
+    d.addr = 0x7000;
+    std::memcpy(p + 32, &d, 16);
+  } else {
+    const Be32 hdr(static_cast<uint32_t>(inline_len) | kInlineSegFlag);
+    std::memcpy(p + 32, &hdr, 4);
+  }
+}
+
+TEST(SendWqe, ThePlainWriteShapeDecodesAsTheFullParserDecodesIt) {
+  std::vector<uint8_t> ring(8 * kSendWqeBbBytes, 0xee);
+  // One data segment; inline from 1 byte to a WQE of three basic blocks.
+  for (const int inline_len : {-1, 1, 8, 12, 13, 28, 29, 100, 150}) {
+    put_write(ring, 2, inline_len);
+    SendWqe fast;
+    SendWqe full;
+    ASSERT_TRUE(decode_plain_write(ring, 2 * kSendWqeBbBytes, fast)) << inline_len;
+    ASSERT_EQ(parse_send_wqe(ring, 2, false, full), WqeParse::kOk) << inline_len;
+    expect_same_wqe(fast, full, "inline length " + std::to_string(inline_len));
+  }
+}
+
+TEST(SendWqe, EveryOtherShapeIsLeftToTheFullParser) {
+  std::vector<uint8_t> ring(4 * kSendWqeBbBytes, 0);
+  SendWqe w;
+  put_write(ring, 0, 8, WqeOpcode::kRdmaWriteImm);  // an immediate
+  EXPECT_FALSE(decode_plain_write(ring, 0, w));
+  put_write(ring, 0, 8, WqeOpcode::kSend);  // not a WRITE
+  EXPECT_FALSE(decode_plain_write(ring, 0, w));
+  put_write(ring, 0, 0);  // no inline bytes
+  EXPECT_FALSE(decode_plain_write(ring, 0, w));
+  put_write(ring, 3, 100);  // 2 basic blocks from the last one: wraps the ring
+  EXPECT_FALSE(decode_plain_write(ring, 3 * kSendWqeBbBytes, w));
+  put_write(ring, 0, -1);  // a second data segment
+  CtrlSeg c = load_as<CtrlSeg>(ring.data());
+  c.qpn_ds = (0x10u << 8) | 4;
+  std::memcpy(ring.data(), &c, 16);
+  EXPECT_FALSE(decode_plain_write(ring, 0, w));
+  put_write(ring, 0, 40);  // inline bytes beyond the WQE's ds
+  c = load_as<CtrlSeg>(ring.data());
+  c.qpn_ds = (0x10u << 8) | 4;
+  std::memcpy(ring.data(), &c, 16);
+  EXPECT_FALSE(decode_plain_write(ring, 0, w));
+}
+
+TEST(SendWqe, WhateverThePlainWriteDecoderTakesTheFullParserDecodesTheSame) {
+  // Random WQEs, biased towards the plain shape: where the fast decoder says yes, the full parser
+  // must agree on every field. Its no is always safe (the full parser runs then).
+  std::mt19937 rng(12345);
+  std::vector<uint8_t> ring(8 * kSendWqeBbBytes);
+  const WqeOpcode ops[] = {WqeOpcode::kRdmaWrite, WqeOpcode::kRdmaWrite, WqeOpcode::kRdmaWriteImm, WqeOpcode::kSend,
+                           WqeOpcode::kRdmaRead};
+  int taken = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    for (auto& b : ring) b = static_cast<uint8_t>(rng());
+    const uint32_t bb = rng() % 8;
+    CtrlSeg c{};
+    c.set(ops[rng() % 5], static_cast<uint16_t>(rng()), 0x10, rng() % 9, static_cast<uint8_t>(rng()));
+    std::memcpy(ring.data() + bb * kSendWqeBbBytes, &c, 16);
+    if (rng() % 2 != 0) {  // an inline header of a plausible length
+      const Be32 hdr((rng() % 160) | kInlineSegFlag);
+      std::memcpy(ring.data() + (bb * kSendWqeBbBytes + 32) % ring.size(), &hdr, 4);
+    }
+    SendWqe fast;
+    SendWqe full;
+    if (!decode_plain_write(ring, bb * kSendWqeBbBytes, fast)) continue;
+    ++taken;
+    ASSERT_EQ(parse_send_wqe(ring, bb, false, full), WqeParse::kOk) << "trial " << trial;
+    expect_same_wqe(fast, full, "trial " + std::to_string(trial));
+  }
+  EXPECT_GT(taken, 500);  // Expect: the shape came up often enough to mean something
 }
 
 }  // namespace
