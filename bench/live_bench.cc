@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -129,23 +130,36 @@ struct Endpoint {
 
   // Posts `n` RDMA WRITEs of `bytes` from buf+local_off to remote+remote_off as one list.
   void post_writes(uint32_t n, uint32_t bytes, uint64_t remote_off, bool inline_data, uint32_t signal_mask) {
-    ibv_sge sge[kPostlist];
-    ibv_send_wr wr[kPostlist];
+    // The list is built once and reused, as perftest does: per post only the flags and the
+    // target change (building WRs is the application's cost, not the HCA's).
+    if (n != list_n_ || bytes != list_bytes_ || inline_data != list_inline_) build_list(n, bytes, inline_data);
+    const unsigned int base = inline_data ? IBV_SEND_INLINE : 0;
     for (uint32_t i = 0; i < n; ++i) {
-      sge[i] = {reinterpret_cast<uintptr_t>(buf), bytes, mr->lkey};
-      wr[i] = {};
-      wr[i].wr_id = i;
-      wr[i].sg_list = &sge[i];
-      wr[i].num_sge = 1;
-      wr[i].opcode = IBV_WR_RDMA_WRITE;
-      wr[i].send_flags = (inline_data ? IBV_SEND_INLINE : 0) | ((signal_mask >> i) & 1 ? IBV_SEND_SIGNALED : 0);
-      wr[i].wr.rdma.remote_addr = remote.addr + remote_off;
-      wr[i].wr.rdma.rkey = remote.rkey;
-      wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
+      wrs_[i].send_flags = base | ((signal_mask >> i) & 1 ? IBV_SEND_SIGNALED : 0);
+      wrs_[i].wr.rdma.remote_addr = remote.addr + remote_off;
     }
     ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(qp, wr, &bad) != 0) fail("ibv_post_send");
+    if (ibv_post_send(qp, wrs_.data(), &bad) != 0) fail("ibv_post_send");
   }
+  void build_list(uint32_t n, uint32_t bytes, bool inline_data) {
+    for (uint32_t i = 0; i < n; ++i) {
+      sges_[i] = {reinterpret_cast<uintptr_t>(buf), bytes, mr->lkey};
+      wrs_[i] = {};
+      wrs_[i].wr_id = i;
+      wrs_[i].sg_list = &sges_[i];
+      wrs_[i].num_sge = 1;
+      wrs_[i].opcode = IBV_WR_RDMA_WRITE;
+      wrs_[i].wr.rdma.rkey = remote.rkey;
+      wrs_[i].next = i + 1 < n ? &wrs_[i + 1] : nullptr;
+    }
+    list_n_ = n;
+    list_bytes_ = bytes;
+    list_inline_ = inline_data;
+  }
+  std::array<ibv_sge, kPostlist> sges_{};
+  std::array<ibv_send_wr, kPostlist> wrs_{};
+  uint32_t list_n_ = 0, list_bytes_ = 0;
+  bool list_inline_ = false;
 
   // Polls until `n` completions arrived; exits on an error completion.
   void wait_completions(uint32_t n) {

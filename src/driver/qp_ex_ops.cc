@@ -185,9 +185,19 @@ void wr_set_sge_list(ibv_qp_ex* qpx, size_t num_sge, const ibv_sge* sg) {
   maybe_finish(qp);
 }
 
+// wr_set_sge_list() of one SGE, without the list.
 void wr_set_sge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
-  const ibv_sge sge{addr, length, lkey};
-  wr_set_sge_list(qpx, 1, &sge);
+  Qp& qp = *to_qp(qpx);
+  if (!open_for_data(qp)) return;
+  WrBuilder& b = qp.wr;
+  if (qp.sq.max_gs < 1) {
+    b.err = ENOMEM;
+    return;
+  }
+  if (is_atomic(b.ctrl.opcode())) length = kAtomicOperandBytes;
+  if (length != 0 && !add_seg(qp, make_data(lkey, addr, length))) return;
+  b.data_set = true;
+  maybe_finish(qp);
 }
 
 void wr_set_inline_data_list(ibv_qp_ex* qpx, size_t num_buf, const ibv_data_buf* bufs) {

@@ -36,8 +36,8 @@ DevicePort::DevicePort(TlpSink& sink, const PcieConfig& config) : DevicePort(sin
 
 void DevicePort::count_read_now(uint64_t host_addr, size_t len, TlpCause cause) {
   if (sink_.counts_only() && reads_cut_whole(config_)) {
-    const uint64_t mrd = chunks(host_addr, len, config_.mrrs_bytes);
-    const uint64_t cpld = chunks(host_addr, len, config_.completion_bytes);
+    const uint64_t mrd = mrrs_.chunks(host_addr, len);
+    const uint64_t cpld = completion_.chunks(host_addr, len);
     emit(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
     emit(TlpRun{TlpType::kCplD, cause, cpld, len, len + cpld * config_.cpld_overhead_bytes});
     return;
@@ -55,7 +55,7 @@ void DevicePort::count_read_now(uint64_t host_addr, size_t len, TlpCause cause) 
 
 void DevicePort::count_write_now(uint64_t host_addr, size_t len, TlpCause cause) {
   if (sink_.counts_only()) {
-    const uint64_t mwr = chunks(host_addr, len, config_.mps_bytes);
+    const uint64_t mwr = mps_.chunks(host_addr, len);
     emit(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
     return;
   }

@@ -21,8 +21,14 @@ namespace softhca::pcie {
 
 class DevicePort {
  public:
+  // The config is fixed for the port's life (its TLP sizes are read once, here).
   DevicePort(TlpSink& sink, const PcieConfig& config, HostBridge& bridge)
-      : sink_(sink), config_(config), bridge_(bridge) {}
+      : sink_(sink),
+        config_(config),
+        bridge_(bridge),
+        mps_(config.mps_bytes),
+        mrrs_(config.mrrs_bytes),
+        completion_(config.completion_bytes) {}
   // A device inside one process: DMA addresses are pointers (IdentityBridge).
   DevicePort(TlpSink& sink, const PcieConfig& config);
 
@@ -55,14 +61,14 @@ class DevicePort {
   [[nodiscard]] std::span<uint8_t> map_prefix(uint64_t host_addr, size_t len) { return bridge_.map(host_addr, len); }
   void count_read(uint64_t host_addr, size_t len, TlpCause cause) {
     if (!defer_ || !reads_cut_whole_) return count_read_now(host_addr, len, cause);
-    const uint64_t mrd = chunks(host_addr, len, config_.mrrs_bytes);
-    const uint64_t cpld = chunks(host_addr, len, config_.completion_bytes);
+    const uint64_t mrd = mrrs_.chunks(host_addr, len);
+    const uint64_t cpld = completion_.chunks(host_addr, len);
     hold(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
     hold(TlpRun{TlpType::kCplD, cause, cpld, len, len + cpld * config_.cpld_overhead_bytes});
   }
   void count_write(uint64_t host_addr, size_t len, TlpCause cause) {
     if (!defer_) return count_write_now(host_addr, len, cause);
-    const uint64_t mwr = chunks(host_addr, len, config_.mps_bytes);
+    const uint64_t mwr = mps_.chunks(host_addr, len);
     hold(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
   }
 
@@ -75,12 +81,12 @@ class DevicePort {
   };
   [[nodiscard]] bool batches_counts() const { return defer_ && reads_cut_whole_; }
   void add_write(DmaBatch& b, uint64_t host_addr, size_t len) const {
-    b.mwr += chunks(host_addr, len, config_.mps_bytes);
+    b.mwr += mps_.chunks(host_addr, len);
     b.written += len;
   }
   void add_read(DmaBatch& b, uint64_t host_addr, size_t len) const {
-    b.mrd += chunks(host_addr, len, config_.mrrs_bytes);
-    b.cpld += chunks(host_addr, len, config_.completion_bytes);
+    b.mrd += mrrs_.chunks(host_addr, len);
+    b.cpld += completion_.chunks(host_addr, len);
     b.read += len;
   }
   void hold_batch(const DmaBatch& b, TlpCause read_cause, TlpCause write_cause) {
@@ -117,22 +123,29 @@ class DevicePort {
     c.wire_bytes += run.wire_bytes;
     held_cells_ |= uint64_t{1} << (static_cast<unsigned>(run.type) * kTlpCauseCount + static_cast<unsigned>(run.cause));
   }
-  // TLPs of [addr, addr + len) cut at multiples of unit (what for_each_aligned_chunk visits).
-  // Per DMA, so shifts where the unit is a power of two (MPS, MRRS and RCB always are, PCIe
-  // 7.5.3.4): a 64-bit division costs tens of cycles, four of them per read.
-  static uint64_t chunks(uint64_t addr, uint64_t len, uint64_t unit) {
-    if (is_power_of_two(unit)) {
-      const int shift = std::countr_zero(unit);
-      return ((addr + len + unit - 1) >> shift) - (addr >> shift);
+  // A TLP size (MPS, MRRS, completion size) by which DMAs are cut: TLPs of [addr, addr + len) cut
+  // at its multiples are what for_each_aligned_chunk visits. Counted per DMA, so by a shift where
+  // the size is a power of two (MPS, MRRS and RCB always are, PCIe 7.5.3.4), its log2 found once:
+  // a 64-bit division costs tens of cycles, four of them per read.
+  class TlpCut {
+   public:
+    explicit TlpCut(uint64_t unit) : unit_(unit), shift_(is_power_of_two(unit) ? std::countr_zero(unit) : -1) {}
+    [[nodiscard]] uint64_t chunks(uint64_t addr, uint64_t len) const {
+      if (shift_ >= 0) return ((addr + len + unit_ - 1) >> shift_) - (addr >> shift_);
+      return (addr + len + unit_ - 1) / unit_ - addr / unit_;
     }
-    return (addr + len + unit - 1) / unit - addr / unit;
-  }
+
+   private:
+    uint64_t unit_;
+    int shift_;  // -1: not a power of two
+  };
   // The host memory of an aligned 4- or 8-byte word, or nullptr on a fault.
   uint8_t* map_word(uint64_t host_addr, size_t len);
 
   TlpSink& sink_;
   const PcieConfig& config_;
   HostBridge& bridge_;
+  TlpCut mps_, mrrs_, completion_;
   bool defer_ = false;
   bool reads_cut_whole_ = false;  // reads_cut_whole(config_), as defer_counts() found
   CounterSnapshot held_;
