@@ -84,6 +84,7 @@ inline hwif::DatagramSeg make_datagram(const Ah& ah, uint32_t remote_qpn, uint32
 // position after the copy.
 inline uint8_t* sq_copy(SqRing r, uint8_t* p, const void* src, size_t len) {
   const auto* s = static_cast<const uint8_t*>(src);
+  if (len == 0) return p;  // an empty piece may have no address at all
   const auto room = static_cast<size_t>(r.end - p);
   if (len < room) {  // the usual case: one piece, short of the ring's end
     move_bytes(p, s, len);

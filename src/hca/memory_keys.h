@@ -48,8 +48,8 @@ class MappedKey {
   // The memory of [addr, addr + len) through key `k`, or nullptr when it is not this key, or not
   // inside the region, or not inside the part mapped.
   [[nodiscard]] uint8_t* at(uint32_t k, uint64_t addr, uint64_t len) const {
-    const uint64_t off = addr - key_.iova;  // past limit_ when addr is below the region
-    if (k != key_.key || k == 0 || off > limit_ || len > limit_ - off) return nullptr;
+    const uint64_t off = addr - key_.iova;
+    if (k != key_.key || k == 0 || addr < key_.iova || off > limit_ || len > limit_ - off) return nullptr;
     return memory_ + off;
   }
   [[nodiscard]] const Mkey& key() const { return key_; }

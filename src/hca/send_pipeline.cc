@@ -147,6 +147,9 @@ bool SendPipeline::run_writes(Requester& requester) {
   return ready > 0 && requester.execute_write_run(ready) > 0;
 }
 
+// Records are written ahead of exec, up to the run's room (at most the 128-PSN window). A
+// legitimate driver never posts past the WQEs not yet completed, so no record of one in flight is
+// overwritten; a doorbell that claims more can only hurt its own QP, as on the per-WQE path.
 uint32_t SendPipeline::prepare_plain_writes(uint32_t max) {
   const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
   const uint32_t ring_mask = qp_.sq_bbs() - 1;

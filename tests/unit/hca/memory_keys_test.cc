@@ -142,6 +142,14 @@ TEST(MappedKey, GivesMemoryOnlyForItsKeyInsideTheRegionAndTheMappedPart) {
   const MappedKey short_region(key, memory);
   EXPECT_EQ(short_region.at(0x105, 0x7078, 8), memory.data() + 0x78);
   EXPECT_EQ(short_region.at(0x105, 0x7079, 8), nullptr);  // Expect: past the region's end
+  // A region whose I/O addresses run up to the top of the 64-bit space: an address below it
+  // must not come back in through the wrap.
+  std::array<uint8_t, 0x2000> high_memory{};
+  key.iova = 0xffff'ffff'ffff'f000ull;
+  key.length = 0x2000;
+  const MappedKey high(key, high_memory);
+  EXPECT_EQ(high.at(0x105, 0xffff'ffff'ffff'f000ull, 8), high_memory.data());
+  EXPECT_EQ(high.at(0x105, 0x800, 8), nullptr);  // Expect: below the region, though iova + 0x1800 wraps to it
 }
 
 }  // namespace
