@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "fake_device.h"
@@ -156,15 +157,13 @@ TEST(SendWqe, AnRdmaReadIgnoresTheInlineFlagAndUsesDataSegments) {
   EXPECT_EQ(seg_at<hwif::DataSeg>(w + 32).byte_count.get(), 64u);
 }
 
-TEST(SendWqe, InlineDataFromSeveralSgesIsOneSegmentWithTheFlaggedLength) {
+// Posts "hello " and "world" inline from `sges` and expects one inline segment of their 11 bytes.
+void expect_hello_world_inline(std::span<ibv_sge> sges) {
   DeviceHarness h;
-  ibv_qp* qp = h.qp(IBV_QPT_RC, 16, 2, 60);
+  ibv_qp* qp = h.qp(IBV_QPT_RC, 16, 3, 60);
   h.to_rts(qp);
-  const char a[] = "hello ";
-  const char b[] = "world";
-  std::array<ibv_sge, 2> sges{{{addr_of(a), 6, 0}, {addr_of(b), 5, 0}}};
   ibv_send_wr wr = write_wr(1, sges.data(), 0x1000, 0x10, IBV_SEND_INLINE);
-  wr.num_sge = 2;
+  wr.num_sge = static_cast<int>(sges.size());
   ibv_send_wr* bad = nullptr;
   ASSERT_EQ(post_send(qp, &wr, &bad), 0);
   const uint8_t* w = h.sq(qp);
@@ -173,20 +172,18 @@ TEST(SendWqe, InlineDataFromSeveralSgesIsOneSegmentWithTheFlaggedLength) {
   EXPECT_EQ(std::memcmp(w + 36, "hello world", 11), 0);
 }
 
+TEST(SendWqe, InlineDataFromSeveralSgesIsOneSegmentWithTheFlaggedLength) {
+  const char a[] = "hello ";
+  const char b[] = "world";
+  std::array<ibv_sge, 2> sges{{{addr_of(a), 6, 0}, {addr_of(b), 5, 0}}};
+  expect_hello_world_inline(sges);
+}
+
 TEST(SendWqe, AnEmptyInlinePieceWithNoAddressAddsNothing) {
-  DeviceHarness h;
-  ibv_qp* qp = h.qp(IBV_QPT_RC, 16, 3, 60);
-  h.to_rts(qp);
   const char a[] = "hello ";
   const char b[] = "world";
   std::array<ibv_sge, 3> sges{{{addr_of(a), 6, 0}, {0, 0, 0}, {addr_of(b), 5, 0}}};
-  ibv_send_wr wr = write_wr(1, sges.data(), 0x1000, 0x10, IBV_SEND_INLINE);
-  wr.num_sge = 3;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(post_send(qp, &wr, &bad), 0);
-  const uint8_t* w = h.sq(qp);
-  EXPECT_EQ(be32_at(w + 32), 11u | hwif::kInlineSegFlag);
-  EXPECT_EQ(std::memcmp(w + 36, "hello world", 11), 0);
+  expect_hello_world_inline(sges);
 }
 
 // A QP whose ring is 16 BBs: SEND-only new-API QP with 100 bytes of inline (WQE slot 128 B).
