@@ -52,7 +52,7 @@ fi
 timeout "$run_timeout" "${run[@]}" "${server_stats[@]}" -- "$program" -p "$port" "$@" >"$out/server" 2>&1 &
 server=$!
 pids_to_kill+=("$server")
-if [[ -z $refusal ]] && ! wait_listening "$port" 20; then
+if [[ -z $refusal ]] && ! wait_listening "$port" 20 "$server"; then
   echo "FAIL: the server never listened on port $port"
   cat "$out/server"
   exit 1

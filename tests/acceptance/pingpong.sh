@@ -25,7 +25,7 @@ out=$(mktemp -d)
 timeout "$run_timeout" "${run[@]}" "$program" -p "$port" "$@" >"$out/server" 2>&1 &
 server=$!
 pids_to_kill+=("$server")
-if ! wait_listening "$port" 20; then
+if ! wait_listening "$port" 20 "$server"; then
   echo "FAIL: the server never listened on port $port"
   cat "$out/server"
   exit 1

@@ -18,13 +18,18 @@ pick_port() {
   echo $((20000 + ($$ * 7 + RANDOM) % 40000))
 }
 
-# wait_listening PORT SECONDS: waits until something listens on TCP PORT (from /proc/net/tcp*, so
-# no tool is needed and no connection is made). 0 when it does, 1 on timeout.
+# wait_listening PORT SECONDS [PID]: waits until something listens on TCP PORT (from /proc/net/tcp*,
+# so no tool is needed and no connection is made). 0 when it does, 1 on timeout, or at once when
+# process PID (the server that should listen) has exited.
 wait_listening() {
   local hex deadline
   hex=$(printf '%04X' "$1")
   deadline=$((SECONDS + $2))
   while ((SECONDS < deadline)); do
+    if [[ -n ${3:-} ]] && ! kill -0 "$3" 2>/dev/null; then
+      echo "the server (pid $3) exited before it listened on port $1"
+      return 1
+    fi
     if awk -v p=":$hex" '$4 == "0A" && $2 ~ p"$" { found = 1 } END { exit !found }' \
         /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
       return 0
