@@ -4,6 +4,7 @@
 // at different addresses): plain bytes, no pointers, variable-size arrays as region offsets.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -69,6 +70,8 @@ struct SendRecord {
   uint64_t sge0_host_addr = 0;
   SendWqe wqe;  // last: its SGE slots, rarely all used, end the record
 };
+// A WQE with one SGE, or inline data, touches only the record's first two cache lines.
+static_assert(offsetof(SendRecord, wqe) + offsetof(SendWqe, sge) + sizeof(Sge) <= 128);
 
 struct RequesterState {
   uint32_t next_psn = 0;      // PSN the next new WQE gets

@@ -72,7 +72,7 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, 
   out.rkey = 0;
   out.swap_add = 0;
   out.compare = 0;
-  out.ud = UdAddress{};
+  if (is_ud) out.ud = UdAddress{};
   out.inline_offset = 0;
   out.num_sge = 0;
   out.length = 0;

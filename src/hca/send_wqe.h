@@ -36,6 +36,9 @@ struct UdAddress {
 
 enum class WqeParse : uint8_t { kOk, kBadOpcode, kBadSize, kBadSegment };
 
+// Laid out for a small WQE to touch the fewest cache lines of its record (a SendRecord puts 32
+// bytes before it): what every WQE has, then the SGE slots, of which a one-SGE WQE uses the
+// first (within the record's first 128 bytes), then the datagram address only UD WQEs have.
 struct SendWqe {
   hwif::WqeOpcode opcode = hwif::WqeOpcode::kNop;
   uint16_t wqe_index = 0;  // position in basic blocks (16-bit counter)
@@ -43,18 +46,17 @@ struct SendWqe {
   bool signaled = false;
   bool solicited = false;
   bool fence = false;
+  bool is_inline = false;
   uint32_t imm = 0;        // raw network-order immediate
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint64_t swap_add = 0;
-  uint64_t compare = 0;
-  bool is_inline = false;
   uint32_t inline_offset = 0;  // byte offset of the inline data in the shadow ring
   uint32_t num_sge = 0;
   uint64_t length = 0;  // total payload bytes (or the atomic operand size, 8)
-  UdAddress ud{};
-  // Last: a small WQE touches only the first cache lines of its record.
+  uint64_t swap_add = 0;
+  uint64_t compare = 0;
   std::array<Sge, kMaxSendSges> sge{};
+  UdAddress ud{};  // a UD QP's WQEs only (parse_send_wqe() leaves it alone for the others)
 
   [[nodiscard]] bool is_read() const { return opcode == hwif::WqeOpcode::kRdmaRead; }
   [[nodiscard]] bool is_atomic() const {
@@ -73,7 +75,8 @@ struct SendWqe {
 
 // Decodes the WQE that starts at basic block `bb` of a ring of 2^log_bbs blocks held in `ring`.
 // `is_ud` selects the datagram segment after the control segment. Every field of `out` is set
-// (also on failure) except the SGE slots at and beyond out.num_sge, which are left as they were.
+// (also on failure) except the SGE slots at and beyond out.num_sge, which are left as they were,
+// and `ud` when is_ud is false.
 WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, SendWqe& out);
 
 // Number of basic blocks of a WQE whose control segment says ds 16-byte units.
@@ -83,7 +86,7 @@ constexpr uint32_t wqe_bbs(uint32_t ds) { return (ds * hwif::kDsBytes + hwif::kS
 // either one inline segment of at least one byte or exactly one data segment, the whole WQE
 // before the ring's end. `start`: the byte offset in `ring` of the WQE's first basic block. For a
 // WQE of that shape, decodes it into `out` exactly as parse_send_wqe(ring, bb, false, out) would
-// (every field parse_send_wqe() sets, and sge[0] for a data segment) and returns true; returns
+// (every field parse_send_wqe() sets, and sge[0] for a data segment; not `ud`) and returns true; returns
 // false for any other WQE, leaving `out` partly written: parse_send_wqe() then decides what it is.
 // The send pipeline's run of small WRITEs decodes with it (send_pipeline.cc).
 inline bool decode_plain_write(std::span<const uint8_t> ring, uint32_t start, SendWqe& out) {
@@ -108,7 +111,6 @@ inline bool decode_plain_write(std::span<const uint8_t> ring, uint32_t start, Se
   out.rkey = r.rkey.get();
   out.swap_add = 0;
   out.compare = 0;
-  out.ud = UdAddress{};
   out.is_inline = is_inline;
   if (is_inline) {
     out.inline_offset = start + 2 * kDsBytes + 4;

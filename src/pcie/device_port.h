@@ -72,28 +72,53 @@ class DevicePort {
     hold(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
   }
 
-  // A batch of DMAs whose TLPs the caller adds up (add_write(), add_read(): arithmetic only) and
-  // holds at once (hold_batch()): the counts a count_write() or count_read() of each would give.
-  // Only while counts are held and reads are cut whole (batches_counts()).
-  struct DmaBatch {
-    uint64_t mwr = 0, written = 0;         // writes: TLPs, payload bytes
-    uint64_t mrd = 0, cpld = 0, read = 0;  // reads: requests, completions, payload bytes
+  // A TLP size (MPS, MRRS, completion size) by which DMAs are cut: TLPs of [addr, addr + len) cut
+  // at its multiples are what for_each_aligned_chunk visits. Counted per DMA, so by a shift where
+  // the size is a power of two (MPS, MRRS and RCB always are, PCIe 7.5.3.4), its log2 found once:
+  // a 64-bit division costs tens of cycles, four of them per read.
+  class TlpCut {
+   public:
+    explicit TlpCut(uint64_t unit) : unit_(unit), shift_(is_power_of_two(unit) ? std::countr_zero(unit) : -1) {}
+    [[nodiscard]] uint64_t chunks(uint64_t addr, uint64_t len) const {
+      if (shift_ >= 0) return ((addr + len + unit_ - 1) >> shift_) - (addr >> shift_);
+      return (addr + len + unit_ - 1) / unit_ - addr / unit_;
+    }
+
+   private:
+    uint64_t unit_;
+    int shift_;  // -1: not a power of two
+  };
+
+  // A batch of DMAs whose TLPs the caller adds up (add_write(), add_read(): arithmetic only, on a
+  // copy of the port's TLP sizes that a local batch keeps in registers) and holds at once
+  // (hold_batch()): the counts a count_write() or count_read() of each would give. Only while
+  // counts are held and reads are cut whole (batches_counts()).
+  class DmaBatch {
+   public:
+    void add_write(uint64_t host_addr, size_t len) {
+      mwr_ += mps_.chunks(host_addr, len);
+      written_ += len;
+    }
+    void add_read(uint64_t host_addr, size_t len) {
+      mrd_ += mrrs_.chunks(host_addr, len);
+      cpld_ += completion_.chunks(host_addr, len);
+      read_ += len;
+    }
+
+   private:
+    friend class DevicePort;
+    DmaBatch(TlpCut mps, TlpCut mrrs, TlpCut completion) : mps_(mps), mrrs_(mrrs), completion_(completion) {}
+    TlpCut mps_, mrrs_, completion_;
+    uint64_t mwr_ = 0, written_ = 0;          // writes: TLPs, payload bytes
+    uint64_t mrd_ = 0, cpld_ = 0, read_ = 0;  // reads: requests, completions, payload bytes
   };
   [[nodiscard]] bool batches_counts() const { return defer_ && reads_cut_whole_; }
-  void add_write(DmaBatch& b, uint64_t host_addr, size_t len) const {
-    b.mwr += mps_.chunks(host_addr, len);
-    b.written += len;
-  }
-  void add_read(DmaBatch& b, uint64_t host_addr, size_t len) const {
-    b.mrd += mrrs_.chunks(host_addr, len);
-    b.cpld += completion_.chunks(host_addr, len);
-    b.read += len;
-  }
+  [[nodiscard]] DmaBatch batch() const { return DmaBatch(mps_, mrrs_, completion_); }
   void hold_batch(const DmaBatch& b, TlpCause read_cause, TlpCause write_cause) {
-    if (b.mwr != 0) hold(TlpRun{TlpType::kMWr, write_cause, b.mwr, b.written, b.written + b.mwr * config_.mwr_overhead_bytes});
-    if (b.mrd == 0) return;
-    hold(TlpRun{TlpType::kMRd, read_cause, b.mrd, 0, b.mrd * config_.mrd_overhead_bytes});
-    hold(TlpRun{TlpType::kCplD, read_cause, b.cpld, b.read, b.read + b.cpld * config_.cpld_overhead_bytes});
+    if (b.mwr_ != 0) hold(TlpRun{TlpType::kMWr, write_cause, b.mwr_, b.written_, b.written_ + b.mwr_ * config_.mwr_overhead_bytes});
+    if (b.mrd_ == 0) return;
+    hold(TlpRun{TlpType::kMRd, read_cause, b.mrd_, 0, b.mrd_ * config_.mrd_overhead_bytes});
+    hold(TlpRun{TlpType::kCplD, read_cause, b.cpld_, b.read_, b.read_ + b.cpld_ * config_.cpld_overhead_bytes});
   }
 
   // With a counts-only sink, the DMA counts may be held back: each run adds up here, in plain
@@ -123,22 +148,6 @@ class DevicePort {
     c.wire_bytes += run.wire_bytes;
     held_cells_ |= uint64_t{1} << (static_cast<unsigned>(run.type) * kTlpCauseCount + static_cast<unsigned>(run.cause));
   }
-  // A TLP size (MPS, MRRS, completion size) by which DMAs are cut: TLPs of [addr, addr + len) cut
-  // at its multiples are what for_each_aligned_chunk visits. Counted per DMA, so by a shift where
-  // the size is a power of two (MPS, MRRS and RCB always are, PCIe 7.5.3.4), its log2 found once:
-  // a 64-bit division costs tens of cycles, four of them per read.
-  class TlpCut {
-   public:
-    explicit TlpCut(uint64_t unit) : unit_(unit), shift_(is_power_of_two(unit) ? std::countr_zero(unit) : -1) {}
-    [[nodiscard]] uint64_t chunks(uint64_t addr, uint64_t len) const {
-      if (shift_ >= 0) return ((addr + len + unit_ - 1) >> shift_) - (addr >> shift_);
-      return (addr + len + unit_ - 1) / unit_ - addr / unit_;
-    }
-
-   private:
-    uint64_t unit_;
-    int shift_;  // -1: not a power of two
-  };
   // The host memory of an aligned 4- or 8-byte word, or nullptr on a fault.
   uint8_t* map_word(uint64_t host_addr, size_t len);
 

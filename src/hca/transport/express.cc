@@ -140,7 +140,7 @@ uint32_t Requester::execute_write_run(uint32_t n) {
   Responder responder(dev_, target);
   const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
   uint64_t wire_bytes = 0;
-  pcie::DevicePort::DmaBatch dma;
+  pcie::DevicePort::DmaBatch dma = dev_.dma_.batch();
   uint32_t done = 0;
   for (; done < n; ++done) {
     SendRecord& rec = dev_.record(qp_, rq.exec);
@@ -155,9 +155,9 @@ uint32_t Requester::execute_write_run(uint32_t n) {
       const std::span<const uint8_t> source = express_source(rec);
       if (source.empty()) break;
       move_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
-      dev_.dma_.add_read(dma, rec.sge0_host_addr, len);
+      dma.add_read(rec.sge0_host_addr, len);
     }
-    dev_.dma_.add_write(dma, dest->host_addr, len);
+    dma.add_write(dest->host_addr, len);
     wire_bytes += fabric::local_wire_bytes(BthOpcode::kRcRdmaWriteOnly, len);
     rec.executed = true;
     rec.first_psn = rq.next_psn;

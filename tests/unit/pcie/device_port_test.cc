@@ -154,5 +154,38 @@ TEST(HostPort, ABlueFlameWriteOf128BytesIsTwoWriteCombinedMwrs) {
   EXPECT_EQ(bar.last_offset, 0x1a00u);
 }
 
+// Counts TLP by TLP, as a sink that looks at single TLPs would see them.
+class PerTlpCounters final : public TlpSink {
+ public:
+  void on_tlp(const Tlp& tlp) override { counters.on_tlp(tlp); }
+  Counters counters;
+};
+
+TEST(DevicePort, ABatchOfDmasCountsWhatEachDmaCountedOneByOneWould) {
+  // DMAs at every alignment and size around the TLP boundaries (MPS 256, MRRS 512, completions
+  // of 128): added up by a batch and held at once, against each one cut into its TLPs.
+  PcieConfig config;
+  Counters batched;
+  PerTlpCounters one_by_one;
+  DevicePort batch_port(batched, config);
+  DevicePort reference(one_by_one, config);
+  batch_port.defer_counts(true);
+  ASSERT_TRUE(batch_port.batches_counts());
+  DevicePort::DmaBatch batch = batch_port.batch();
+  for (uint64_t addr = 0x10000 - 300; addr < 0x10000 + 300; addr += 7) {
+    for (const uint64_t len : {1u, 8u, 64u, 127u, 128u, 129u, 255u, 256u, 257u, 511u, 512u, 513u, 4096u}) {
+      batch.add_write(addr, len);
+      batch.add_read(addr + 3, len);
+      reference.count_write(addr, len, TlpCause::kPayloadWrite);
+      reference.count_read(addr + 3, len, TlpCause::kPayloadRead);
+    }
+  }
+  batch_port.hold_batch(batch, TlpCause::kPayloadRead, TlpCause::kPayloadWrite);
+  batch_port.flush_counts();
+  const CounterSnapshot want = one_by_one.counters.snapshot();
+  EXPECT_GT(want.tlps(TlpType::kCplD, TlpCause::kPayloadRead), 0u);
+  EXPECT_EQ(batched.snapshot().to_json(), want.to_json());
+}
+
 }  // namespace
 }  // namespace softhca::pcie
