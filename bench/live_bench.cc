@@ -1,7 +1,9 @@
 // End-to-end figures of live mode across processes (issue 3, docs/live-mode.md): two processes of
 // one host, one RC QP each, through the public verbs API (this program links softhca's
 // libibverbs.so.1 like any verbs program):
-//   lat   8-byte RDMA WRITE ping-pong, each side spinning on its own memory: half round trip
+//   lat   8-byte RDMA WRITE ping-pong, each side spinning on its own memory: half round trip; and,
+//         for reference, the same two processes ping-ponging a cache line through shared memory, in
+//         blocks alternating with the RDMA ones (both then see the platform in the same state)
 //   rate  8-byte inline RDMA WRITEs, postlist 32, 1 signaled in 64, one QP: messages per second
 //   bw    64 KiB RDMA WRITEs, 16 in flight: bytes per second
 // The process forks before any verbs call; parent and child swap QP addresses through pipes.
@@ -10,6 +12,7 @@
 // peers on hosts "a" and "b" of one fabric: the same figures over the UDP carrier; with
 // SOFTHCA_LINK=roce, RoCEv2 — give each host its own address with SOFTHCA_IP in that case).
 #include <infiniband/verbs.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +23,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -194,10 +199,11 @@ void read_all(int fd, void* p, size_t n) {
 uint8_t seq_byte(uint64_t i) { return static_cast<uint8_t>(i % 255 + 1); }
 
 // Ping-pong: the initiator writes round i, the responder waits for it and writes back.
-double pingpong(Endpoint& ep, bool initiator, uint64_t iters) {
+// Round trips [first, first + n) of the RDMA WRITE ping-pong; the seconds they took.
+double pingpong(Endpoint& ep, bool initiator, uint64_t first, uint64_t n) {
   volatile uint8_t* last = ep.buf + kLatBytes - 1;
   const auto start = Clock::now();
-  for (uint64_t i = 0; i < iters; ++i) {
+  for (uint64_t i = first; i < first + n; ++i) {
     const uint8_t b = seq_byte(i);
     if (!initiator) {
       while (*last != b) {
@@ -221,8 +227,7 @@ double pingpong(Endpoint& ep, bool initiator, uint64_t iters) {
       }
     }
   }
-  const double s = std::chrono::duration<double>(Clock::now() - start).count();
-  return s / static_cast<double>(iters) / 2.0;
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // Streams writes for `seconds`; returns messages completed and elapsed seconds.
@@ -255,6 +260,42 @@ std::pair<uint64_t, double> stream(Endpoint& ep, uint32_t bytes, bool inline_dat
   return {posted, s};
 }
 
+// The floor under the ping-pong: the same two processes handing a cache line back and forth
+// through plain shared memory, no verbs. Round trips [first, first + n); the seconds they took.
+// On a virtual machine it moves with where the host runs the two vCPUs (75 ns to 300 ns here), and
+// the RDMA ping-pong moves with it: the two figures side by side tell the platform from the HCA.
+double shm_pingpong(std::atomic<uint64_t>* lines, bool initiator, uint64_t first, uint64_t n) {
+  std::atomic<uint64_t>& to_target = lines[0];
+  std::atomic<uint64_t>& to_initiator = lines[8];  // another cache line
+  const auto start = Clock::now();
+  for (uint64_t i = first + 1; i <= first + n; ++i) {
+    if (initiator) {
+      to_target.store(i, std::memory_order_release);
+      while (to_initiator.load(std::memory_order_acquire) != i) {
+      }
+    } else {
+      while (to_target.load(std::memory_order_acquire) != i) {
+      }
+      to_initiator.store(i, std::memory_order_release);
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Both ping-pongs, `iters` round trips each, in alternating blocks so that both see the platform
+// in the same state; their half round trips in seconds.
+std::pair<double, double> latencies(Endpoint& ep, std::atomic<uint64_t>* lines, bool initiator, uint64_t iters) {
+  constexpr uint64_t kBlocks = 20;
+  const uint64_t per_block = iters / kBlocks > 0 ? iters / kBlocks : 1;
+  double rdma = 0, shm = 0;
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    rdma += pingpong(ep, initiator, b * per_block, per_block);
+    shm += shm_pingpong(lines, initiator, b * per_block, per_block);
+  }
+  const auto round_trips = static_cast<double>(kBlocks * per_block);
+  return {rdma / round_trips / 2, shm / round_trips / 2};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -280,6 +321,9 @@ int main(int argc, char** argv) {
 
   int to_child[2], to_parent[2];
   if (::pipe(to_child) != 0 || ::pipe(to_parent) != 0) fail("pipe");
+  void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) fail("mmap");
+  auto* lines = new (shared) std::atomic<uint64_t>[16]{};
   const pid_t child = ::fork();
   if (child < 0) fail("fork");
   const bool initiator = child != 0;
@@ -300,8 +344,9 @@ int main(int argc, char** argv) {
     read_all(rd, &token, 1);
 
     if (only.empty() || only == "lat") {
-      const double half_rtt = pingpong(ep, initiator, iters);
-      results["write_lat_8B_half_rtt_us"] = half_rtt * 1e6;
+      const auto [rdma, shm] = latencies(ep, lines, initiator, iters);
+      results["write_lat_8B_half_rtt_us"] = rdma * 1e6;
+      results["shm_pingpong_half_rtt_us"] = shm * 1e6;
       write_all(wr, &token, 1);
       read_all(rd, &token, 1);
     }
@@ -330,6 +375,9 @@ int main(int argc, char** argv) {
     if (results.contains("write_lat_8B_half_rtt_us"))
       std::printf("%-44s %11.3f us\n", "8 B RDMA WRITE ping-pong, half round trip",
                   results["write_lat_8B_half_rtt_us"].get<double>());
+    if (results.contains("shm_pingpong_half_rtt_us"))
+      std::printf("%-44s %11.3f us\n", "  (reference: shared-memory ping-pong)",
+                  results["shm_pingpong_half_rtt_us"].get<double>());
     if (results.contains("write_rate_8B_postlist32_inline_sig64_mps"))
       std::printf("%-44s %9.2f Mmsg/s\n", "8 B WRITE, postlist 32, inline, 1/64 sig.",
                   results["write_rate_8B_postlist32_inline_sig64_mps"].get<double>() / 1e6);
