@@ -57,7 +57,6 @@ bool SendPipeline::fetch() {
 
 bool SendPipeline::local_keys_ok(SendRecord& rec) {
   const SendWqe& wqe = rec.wqe;
-  rec.sge0_host_addr = 0;
   if (wqe.is_inline) return true;
   // Gathers need local read (always granted); READ and atomic results are written locally.
   const uint32_t need = (wqe.is_read() || wqe.is_atomic()) ? uint32_t{kAccessLocalWrite} : 0u;
@@ -73,17 +72,9 @@ bool SendPipeline::local_keys_ok(SendRecord& rec) {
 
 SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
   const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
-  // Not `rec = SendRecord{}`: that clears ~1 KiB of SGE slots per WQE. parse_send_wqe() sets every
-  // field but the SGEs, and num_sge says how many of those are live.
-  rec.first_psn = 0;
-  rec.npkts = 1;
-  rec.response_done = false;
-  rec.resp_received = 0;
-  rec.executed = false;
   const WqeParse parsed = parse_send_wqe(ring, qp_.req.exec, qp_.type == QpType::kUd, rec.wqe);
+  start_record(rec, qp_.req.exec);
   SendWqe& w = rec.wqe;
-  w.wqe_index = qp_.req.exec;
-  w.signaled = w.signaled || qp_.sq_sig_all;
   if (parsed != WqeParse::kOk) {
     syndrome_ = CqeSyndrome::kLocQpOpErr;
     return Prepared::kFailed;
@@ -163,20 +154,8 @@ uint32_t SendPipeline::prepare_plain_writes(uint32_t max) {
     SendWqe& w = rec.wqe;
     if (!decode_plain_write(ring, (bb & ring_mask) * kSendWqeBbBytes, w)) break;
     if (w.length == 0 || w.length > longest || (w.fence && fence_stalls) || static_cast<uint16_t>(qp_.req.fetch - bb) < w.bbs) break;
-    rec.first_psn = 0;
-    rec.npkts = 1;
-    rec.response_done = false;
-    rec.resp_received = 0;
-    rec.executed = false;
-    rec.sge0_host_addr = 0;
-    w.wqe_index = bb;
-    w.signaled = w.signaled || qp_.sq_sig_all;
-    if (!w.is_inline) {
-      const Sge& s = w.sge[0];
-      const Translation t = local_keys_.translate(dev_.mkeys_, s.lkey, qp_.pdn, s.addr, s.length, 0);
-      if (t.result != KeyCheck::kOk) break;
-      rec.sge0_host_addr = t.host_addr;
-    }
+    start_record(rec, bb);
+    if (!w.is_inline && !local_keys_ok(rec)) break;
     bb = static_cast<uint16_t>(bb + w.bbs);
   }
   return n;

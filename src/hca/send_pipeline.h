@@ -34,7 +34,21 @@ class SendPipeline {
   bool fetch();
   enum class Prepared : uint8_t { kReady, kStall, kFailed };
   Prepared prepare(SendRecord& rec);
-  bool local_keys_ok(SendRecord& rec);  // also sets rec.sge0_host_addr
+  // The record of the WQE just decoded at basic block `bb`, made ready for its checks: the
+  // transport's fields afresh (no first SGE address yet), the WQE's position, signaled when the
+  // QP signals all. Not `rec = SendRecord{}`: that clears ~1 KiB of SGE slots per WQE; the decoder
+  // sets every field but the SGEs, and num_sge says how many of those are live.
+  void start_record(SendRecord& rec, uint16_t bb) const {
+    rec.first_psn = 0;
+    rec.npkts = 1;
+    rec.response_done = false;
+    rec.resp_received = 0;
+    rec.executed = false;
+    rec.sge0_host_addr = 0;
+    rec.wqe.wqe_index = bb;
+    rec.wqe.signaled = rec.wqe.signaled || qp_.sq_sig_all;
+  }
+  bool local_keys_ok(SendRecord& rec);  // also sets rec.sge0_host_addr (start_record() zeroed it)
   void fail(const SendRecord& rec);
   void run_loop(Requester& requester);  // run()'s WQE loop
   // A run of small WRITEs (docs/live-mode.md, "Runs of small WRITEs"): when the requester can

@@ -36,10 +36,8 @@ DevicePort::DevicePort(TlpSink& sink, const PcieConfig& config) : DevicePort(sin
 
 void DevicePort::count_read_now(uint64_t host_addr, size_t len, TlpCause cause) {
   if (sink_.counts_only() && reads_cut_whole(config_)) {
-    const uint64_t mrd = mrrs_.chunks(host_addr, len);
-    const uint64_t cpld = completion_.chunks(host_addr, len);
-    emit(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
-    emit(TlpRun{TlpType::kCplD, cause, cpld, len, len + cpld * config_.cpld_overhead_bytes});
+    emit(mrd_run(cause, mrrs_.chunks(host_addr, len)));
+    emit(cpld_run(cause, completion_.chunks(host_addr, len), len));
     return;
   }
   for_each_aligned_chunk(host_addr, len, config_.mrrs_bytes, [&](uint64_t a, uint64_t n) {
@@ -55,8 +53,7 @@ void DevicePort::count_read_now(uint64_t host_addr, size_t len, TlpCause cause) 
 
 void DevicePort::count_write_now(uint64_t host_addr, size_t len, TlpCause cause) {
   if (sink_.counts_only()) {
-    const uint64_t mwr = mps_.chunks(host_addr, len);
-    emit(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
+    emit(mwr_run(cause, mps_.chunks(host_addr, len), len));
     return;
   }
   for_each_aligned_chunk(host_addr, len, config_.mps_bytes, [&](uint64_t a, uint64_t n) {

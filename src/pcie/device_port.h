@@ -61,15 +61,12 @@ class DevicePort {
   [[nodiscard]] std::span<uint8_t> map_prefix(uint64_t host_addr, size_t len) { return bridge_.map(host_addr, len); }
   void count_read(uint64_t host_addr, size_t len, TlpCause cause) {
     if (!defer_ || !reads_cut_whole_) return count_read_now(host_addr, len, cause);
-    const uint64_t mrd = mrrs_.chunks(host_addr, len);
-    const uint64_t cpld = completion_.chunks(host_addr, len);
-    hold(TlpRun{TlpType::kMRd, cause, mrd, 0, mrd * config_.mrd_overhead_bytes});
-    hold(TlpRun{TlpType::kCplD, cause, cpld, len, len + cpld * config_.cpld_overhead_bytes});
+    hold(mrd_run(cause, mrrs_.chunks(host_addr, len)));
+    hold(cpld_run(cause, completion_.chunks(host_addr, len), len));
   }
   void count_write(uint64_t host_addr, size_t len, TlpCause cause) {
     if (!defer_) return count_write_now(host_addr, len, cause);
-    const uint64_t mwr = mps_.chunks(host_addr, len);
-    hold(TlpRun{TlpType::kMWr, cause, mwr, len, len + mwr * config_.mwr_overhead_bytes});
+    hold(mwr_run(cause, mps_.chunks(host_addr, len), len));
   }
 
   // A TLP size (MPS, MRRS, completion size) by which DMAs are cut: TLPs of [addr, addr + len) cut
@@ -115,10 +112,10 @@ class DevicePort {
   [[nodiscard]] bool batches_counts() const { return defer_ && reads_cut_whole_; }
   [[nodiscard]] DmaBatch batch() const { return DmaBatch(mps_, mrrs_, completion_); }
   void hold_batch(const DmaBatch& b, TlpCause read_cause, TlpCause write_cause) {
-    if (b.mwr_ != 0) hold(TlpRun{TlpType::kMWr, write_cause, b.mwr_, b.written_, b.written_ + b.mwr_ * config_.mwr_overhead_bytes});
+    if (b.mwr_ != 0) hold(mwr_run(write_cause, b.mwr_, b.written_));
     if (b.mrd_ == 0) return;
-    hold(TlpRun{TlpType::kMRd, read_cause, b.mrd_, 0, b.mrd_ * config_.mrd_overhead_bytes});
-    hold(TlpRun{TlpType::kCplD, read_cause, b.cpld_, b.read_, b.read_ + b.cpld_ * config_.cpld_overhead_bytes});
+    hold(mrd_run(read_cause, b.mrd_));
+    hold(cpld_run(read_cause, b.cpld_, b.read_));
   }
 
   // With a counts-only sink, the DMA counts may be held back: each run adds up here, in plain
@@ -133,6 +130,16 @@ class DevicePort {
 
  private:
   void emit(const TlpRun& run);  // to the sink, or held back
+  // Runs of `tlps` TLPs of each type carrying `bytes` of payload in all, with their overheads.
+  [[nodiscard]] TlpRun mwr_run(TlpCause cause, uint64_t tlps, uint64_t bytes) const {
+    return {TlpType::kMWr, cause, tlps, bytes, bytes + tlps * config_.mwr_overhead_bytes};
+  }
+  [[nodiscard]] TlpRun mrd_run(TlpCause cause, uint64_t tlps) const {
+    return {TlpType::kMRd, cause, tlps, 0, tlps * config_.mrd_overhead_bytes};
+  }
+  [[nodiscard]] TlpRun cpld_run(TlpCause cause, uint64_t tlps, uint64_t bytes) const {
+    return {TlpType::kCplD, cause, tlps, bytes, bytes + tlps * config_.cpld_overhead_bytes};
+  }
   void count_write_now(uint64_t host_addr, size_t len, TlpCause cause);
   void count_read_now(uint64_t host_addr, size_t len, TlpCause cause);
   // Read completions are cut at completion_bytes boundaries inside each MRRS-aligned request;
