@@ -66,9 +66,12 @@ inline hwif::AtomicSeg make_atomic(uint64_t swap_add, uint64_t compare) {
   s.compare = compare;
   return s;
 }
+// A send data segment holds 31 bits of length (hwif::kMaxDataSegBytes): a longer SGE, 2 GiB or
+// more, is written as the longest one, so the device fails the WQE with a local length error
+// (longer than max_msg_sz) instead of reading the length's top bit as an inline segment.
 inline hwif::DataSeg make_data(uint32_t lkey, uint64_t addr, uint32_t len) {
   hwif::DataSeg s{};
-  s.byte_count = len;
+  s.byte_count = len < hwif::kMaxDataSegBytes ? len : hwif::kMaxDataSegBytes;
   s.lkey = lkey;
   s.addr = addr;
   return s;

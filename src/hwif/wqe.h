@@ -70,6 +70,8 @@ struct AtomicSeg {
 };
 static_assert(sizeof(AtomicSeg) == 16);
 
+// A data segment's length has 31 bits: bit 31 of a segment's first word marks an inline segment
+// (kInlineSegFlag), so a send WQE's data segment never carries it (kMaxDataSegBytes).
 struct DataSeg {
   Be32 byte_count;
   Be32 lkey;
@@ -79,6 +81,7 @@ static_assert(sizeof(DataSeg) == 16);
 static_assert(offsetof(DataSeg, addr) == 8);
 
 inline constexpr uint32_t kInlineSegFlag = 0x80000000;  // MLX5_INLINE_SEG
+inline constexpr uint32_t kMaxDataSegBytes = kInlineSegFlag - 1;
 inline constexpr uint32_t kInvalidLkey = 0x100;          // MLX5_INVALID_LKEY: RQ SGE terminator
 
 // Header of an inline segment; the payload bytes follow it contiguously (and may wrap the ring).

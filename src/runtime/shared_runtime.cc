@@ -99,6 +99,9 @@ class SharedRuntime::Impl final : public DeviceSlot,
   std::atomic<uint64_t> from_other_{0};
 
   [[nodiscard]] uint32_t slot() const { return segment_->my_slot(); }
+  // Made before a fork, seen in the child: the parent's attachment.
+  [[nodiscard]] bool inherited() const { return fork_generation() != fork_generation_; }
+  [[nodiscard]] const SharedRuntimeOptions& options() const { return options_; }
   [[nodiscard]] uint16_t lid() const { return segment_->lid(); }
 
  private:
@@ -692,7 +695,27 @@ std::unique_ptr<SharedRuntime> SharedRuntime::create(const SharedRuntimeOptions&
 SharedRuntime::SharedRuntime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SharedRuntime::~SharedRuntime() = default;
 
-std::span<DeviceSlot* const> SharedRuntime::devices() { return impl_->slots_; }
+// In a fork child the attachment made before the fork is the parent's: its slot, threads and
+// objects. The child's first look at the devices attaches it to the host anew, with a slot of its
+// own (rdma-core lets a child open devices and create objects of its own); the parent's attachment
+// is kept, never destroyed (its threads are not the child's), and keeps refusing the entries of
+// contexts the parent opened.
+std::span<DeviceSlot* const> SharedRuntime::devices() {
+  if (!impl_->inherited()) return impl_->slots_;
+  std::lock_guard<std::mutex> g(child_mu_);
+  if (impl_->inherited()) {
+    auto child = std::make_unique<Impl>(impl_->options());
+    std::string error;
+    if (child->attach(error)) {
+      [[maybe_unused]] Impl* parents = impl_.release();  // leaked on purpose, see above
+      impl_ = std::move(child);
+    } else {
+      std::fprintf(stderr, "softhca: fork child cannot attach host %s: %s; it keeps its parent's refused device\n",
+                   impl_->options().names.host.c_str(), error.c_str());
+    }
+  }
+  return impl_->slots_;
+}
 void SharedRuntime::dump_stats(const std::string& path) { impl_->dump_stats(path); }
 void SharedRuntime::run_timers(Picoseconds now) { impl_->run_timers(now); }
 void SharedRuntime::detach() { impl_->detach(); }

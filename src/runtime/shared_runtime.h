@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -79,6 +80,7 @@ class SharedRuntime final : public Runtime {
  private:
   explicit SharedRuntime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::mutex child_mu_;  // a fork child attaching anew (devices())
 };
 
 }  // namespace softhca::runtime

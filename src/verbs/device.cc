@@ -145,9 +145,13 @@ int copy_attribute(const std::string& text, char* buf, size_t size) {
 
 }  // namespace
 
+// The device's slot now: in a fork child the runtime attaches the child anew on this look, so a
+// context the child opens is its own (the slot the table was built with is the parent's).
 runtime::DeviceSlot* slot_of(const ibv_device* device) {
   const DeviceEntry* entry = entry_of(device);
-  return entry != nullptr ? entry->slot : nullptr;
+  if (entry == nullptr) return nullptr;
+  const std::span<runtime::DeviceSlot* const> now = runtime::Runtime::process().devices();
+  return static_cast<size_t>(entry->index) < now.size() ? now[static_cast<size_t>(entry->index)] : entry->slot;
 }
 
 }  // namespace softhca::verbs

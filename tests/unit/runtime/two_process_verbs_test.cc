@@ -261,6 +261,44 @@ void run_pair(const std::string& fabric, const std::string& target_host, const s
   EXPECT_FALSE(file_exists(prefix + ".hosts"));
 }
 
+// A process with verbs objects forks (after ibv_fork_init or not, as rdma-core 44 allows both).
+// The child: its parent's context refuses it (the parent's objects stay the parent's), yet it
+// opens the device anew and, as the initiator, connects a QP of its own to one the parent makes
+// after the fork, as the target. The parent's objects from before the fork still work after.
+bool g_fork_init = false;
+int g_to_target[2];     // the initiator (child) writes, the target (parent) reads
+int g_to_initiator[2];  // the other way
+int run_forking_target(int, int) {
+  if (g_fork_init && ibv_fork_init() != 0) return 80;
+  Side before;
+  if (int e = open_side(before); e != 0) return 80 + e;
+  const pid_t child = ::fork();
+  if (child < 0) return 86;
+  if (child == 0) {
+    ibv_pd* pd = ibv_alloc_pd(before.ctx);
+    if (pd != nullptr) std::_Exit(87);  // the parent's context must refuse the child
+    std::exit(run_initiator(g_to_initiator[0], g_to_target[1]));
+  }
+  const int target = run_target(g_to_target[0], g_to_initiator[1]);
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return 88;
+  if (WEXITSTATUS(status) != 0) return 100 + WEXITSTATUS(status);
+  if (target != 0) return target;
+  ibv_pd* pd = ibv_alloc_pd(before.ctx);
+  if (pd == nullptr) return 89;
+  ibv_dealloc_pd(pd);
+  return 0;
+}
+
+void run_fork(const std::string& fabric) {
+  ASSERT_EQ(::pipe(g_to_target), 0);
+  ASSERT_EQ(::pipe(g_to_initiator), 0);
+  g_same_host = true;
+  const pid_t pid = spawn(fabric, "host0", run_forking_target, -1, -1);
+  for (int fd : {g_to_target[0], g_to_target[1], g_to_initiator[0], g_to_initiator[1]}) ::close(fd);
+  EXPECT_EQ(reap(pid), 0);
+}
+
 TEST(TwoProcessVerbs, RcSendAndRdmaWriteBetweenTwoProcessesOfOneHost) {
   run_pair("hce2e-" + std::to_string(::getpid()), "host0", "host0");
 }
@@ -269,4 +307,16 @@ TEST(TwoProcessVerbs, RcSendAndRdmaWriteBetweenTwoHostsOverUdp) {
   run_pair("hce2eudp-" + std::to_string(::getpid()), "a", "b");
 }
 
+}  // namespace
+
+namespace {
+TEST(TwoProcessVerbs, AForkChildOpensTheDeviceForItsOwnObjectsWhileItsParentKeepsItsOwn) {
+  g_fork_init = false;
+  run_fork("hcfork-" + std::to_string(::getpid()));
+}
+
+TEST(TwoProcessVerbs, AForkChildAfterIbvForkInitOpensTheDeviceForItsOwnObjects) {
+  g_fork_init = true;
+  run_fork("hcforkinit-" + std::to_string(::getpid()));
+}
 }  // namespace
