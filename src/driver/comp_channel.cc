@@ -113,8 +113,8 @@ int destroy_comp_channel(ibv_comp_channel* ibch) {
   return 0;
 }
 
-// Returns 0 with the CQ, or -1 with errno (EAGAIN on a non-blocking fd with nothing pending),
-// as ibv_get_cq_event.
+// Returns 0 with the CQ, or -1 with errno (EAGAIN on a non-blocking fd with nothing pending, EINTR
+// when a signal interrupted the wait), as ibv_get_cq_event.
 int get_cq_event(ibv_comp_channel* ibch, ibv_cq** cq_out, void** cq_context) {
   CompChannel* ch = to_channel(ibch);
   Context* ctx = to_ctx(ibch->context);
@@ -125,8 +125,10 @@ int get_cq_event(ibv_comp_channel* ibch, ibv_cq** cq_out, void** cq_context) {
       *cq_context = cq->cq.cq_context;
       return 0;
     }
-    // Interrupted waits are retried, as before: a signal is not an event.
-    if (ctx->link.kernel->wait_vector(ibch->fd) == 0 || errno == EINTR) continue;
+    // A signal that interrupts the wait ends it with EINTR, as rdma-core's read() of the channel fd
+    // does (a handler installed with SA_RESTART restarts the wait instead, in the kernel): programs
+    // such as qperf end timed tests with SIGALRM and expect the waiter to come back.
+    if (ctx->link.kernel->wait_vector(ibch->fd) == 0) continue;
     return -1;
   }
 }
