@@ -27,6 +27,7 @@
 #include "runtime/shared_memory.h"
 #include "runtime/slot_data.h"
 #include "runtime/stats_json.h"
+#include "runtime/stop_deferral.h"
 
 namespace softhca::runtime {
 
@@ -108,10 +109,15 @@ class SharedRuntime::Impl final : public DeviceSlot,
   // Holds the device lock; when the previous owner died holding it, reclaims dead slots first.
   class Entry {
    public:
+    // Job-control stops wait until the lock is released (stop_deferral.h).
     explicit Entry(Impl& impl) : impl_(impl) {
+      device_entered();
       if (impl_.segment_->lock_device()) impl_.sweep_locked();
     }
-    ~Entry() { impl_.segment_->unlock_device(); }
+    ~Entry() {
+      impl_.segment_->unlock_device();
+      device_exited();
+    }
     Entry(const Entry&) = delete;
     Entry& operator=(const Entry&) = delete;
 
@@ -201,6 +207,7 @@ class SharedRuntime::Impl final : public DeviceSlot,
 bool SharedRuntime::Impl::attach(std::string& error) {
   static const int atfork_registered = pthread_atfork(nullptr, nullptr, on_fork_child);
   (void)atfork_registered;
+  install_stop_deferral();
   fork_generation_ = fork_generation();
   if (options_.link) {
     link_ = *options_.link;
@@ -299,6 +306,10 @@ bool SharedRuntime::Impl::attach(std::string& error) {
 bool SharedRuntime::Impl::make_device(std::string& error) {
   const hca::DeviceRegion region{segment_->device_region(), segment_->device_bytes()};
   const bool fresh = segment_->formatted();
+  device_entered();
+  struct Exited {
+    ~Exited() { device_exited(); }
+  } exited;
   if (!fresh) segment_->lock_device();  // EOWNERDEAD or not, the sweep below runs
   try {
     device_ = std::make_unique<hca::Device>(config_, region, fresh ? hca::RegionInit::kFormat : hca::RegionInit::kAttach,

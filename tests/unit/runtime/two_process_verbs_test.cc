@@ -320,3 +320,92 @@ TEST(TwoProcessVerbs, AForkChildAfterIbvForkInitOpensTheDeviceForItsOwnObjects) 
   run_fork("hcforkinit-" + std::to_string(::getpid()));
 }
 }  // namespace
+
+// ---- job-control stops and the device lock (runtime/stop_deferral.h) --------------------------
+namespace {
+
+// Writes between two QPs of its own on its host, forever: most of its time is spent holding the
+// host's device lock.
+int run_busy_writer(int, int out) {
+  Side a;
+  Side b;
+  if (int e = open_side(a); e != 0) return e;
+  if (int e = open_side(b); e != 0) return 10 + e;
+  const Endpoint ea = local_endpoint(a);
+  const Endpoint eb = local_endpoint(b);
+  if (connect(a, eb) != 0 || connect(b, ea) != 0) return 20;
+  const uint8_t ready = 1;
+  if (!write_all(out, &ready, 1)) return 21;
+  for (;;) {
+    if (post_and_complete(a, IBV_WR_RDMA_WRITE, 0, eb) != IBV_WC_SUCCESS) return 22;
+  }
+}
+
+// Answers each byte it reads with the result of a command that takes the device lock, until 0xff.
+constexpr uint8_t kQuit = 0xff;
+int run_prober(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return e;
+  uint8_t round = 0;
+  while (read_bounded(in, &round, 1) && round != kQuit) {
+    ibv_pd* pd = ibv_alloc_pd(s.ctx);
+    const uint8_t ok = pd != nullptr ? 1 : 0;
+    if (pd != nullptr) ibv_dealloc_pd(pd);
+    if (!write_all(out, &ok, 1)) return 31;
+  }
+  return 0;
+}
+
+// Waits until pid is stopped by a signal (waitpid WUNTRACED), at most kWaitMs. The stop signal.
+int wait_stopped(pid_t pid) {
+  for (int i = 0; i < kWaitMs / 10; ++i) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG | WUNTRACED);
+    if (r == pid && WIFSTOPPED(status)) return WSTOPSIG(status);
+    if (r == pid) return -1;  // it ended
+    ::usleep(10'000);  // polling another process's state, not synchronising with it
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Ctrl-Z (SIGTSTP) lands on a process that spends most of its time inside the host's device: it
+// stops, but only once it has let go of the device lock, so another process of the host still gets
+// the lock while it is stopped, round after round.
+TEST(TwoProcessVerbs, AProcessStoppedByCtrlZNeverHoldsTheDeviceLockOfItsHost) {
+  const std::string fabric = "hcstop-" + std::to_string(::getpid());
+  int writer_out[2];
+  int to_prober[2];
+  int from_prober[2];
+  ASSERT_EQ(::pipe(writer_out), 0);
+  ASSERT_EQ(::pipe(to_prober), 0);
+  ASSERT_EQ(::pipe(from_prober), 0);
+  const pid_t writer = spawn(fabric, "host0", run_busy_writer, -1, writer_out[1]);
+  const pid_t prober = spawn(fabric, "host0", run_prober, to_prober[0], from_prober[1]);
+  uint8_t byte = 0;
+  ASSERT_TRUE(read_bounded(writer_out[0], &byte, 1)) << "the writer never started";
+  constexpr int kRounds = 20;
+  int answered = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    ASSERT_EQ(::kill(writer, SIGTSTP), 0);
+    ASSERT_EQ(wait_stopped(writer), SIGTSTP) << "round " << round;  // Expect: the writer stops
+    byte = static_cast<uint8_t>(round);
+    ASSERT_TRUE(write_all(to_prober[1], &byte, 1));
+    // Expect: the prober gets the lock while the writer is stopped (a stopped holder would block it).
+    uint8_t ok = 0;
+    pollfd pf{from_prober[0], POLLIN, 0};
+    if (::poll(&pf, 1, 5'000) == 1 && ::read(from_prober[0], &ok, 1) == 1 && ok == 1) ++answered;
+    ::kill(writer, SIGCONT);
+    if (answered != round + 1) break;
+    ::usleep(2'000);  // let the writer run a while before the next stop
+  }
+  EXPECT_EQ(answered, kRounds) << "a process of the host waited on the lock of a stopped one";
+  ::kill(writer, SIGCONT);
+  ::kill(writer, SIGKILL);
+  byte = kQuit;
+  EXPECT_TRUE(write_all(to_prober[1], &byte, 1));
+  EXPECT_EQ(reap(prober), 0);
+  reap(writer);
+  for (int fd : {writer_out[0], writer_out[1], to_prober[0], to_prober[1], from_prober[0], from_prober[1]}) ::close(fd);
+}
