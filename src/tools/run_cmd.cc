@@ -55,6 +55,7 @@ std::vector<std::string> run_environment(const RunCommandOptions& o, const std::
   set(env, "SOFTHCA_HOST", o.host);
   set(env, "SOFTHCA_FABRIC", o.fabric);
   set(env, "SOFTHCA_LINK", o.link);
+  set(env, "SOFTHCA_IP", o.ip);
   set(env, "SOFTHCA_PCAP", o.pcap);
   set(env, "SOFTHCA_TRACE", o.trace);
   set(env, "SOFTHCA_STATS", o.stats);
@@ -94,6 +95,10 @@ void add_run_command(CLI::App& app) {
   run->add_option("--host", options->host, "Simulated host this process runs on (own HCA and LID; default host0)");
   run->add_option("--fabric", options->fabric, "Subnet the host is on (default: default)");
   run->add_option("--link", options->link, "Link layer of the port")->check(CLI::IsMember({"ib", "roce"}));
+  run->add_option("--ip", options->ip,
+                  "IPv4 address of the host (RoCE: GID 0 and the carrier's address; InfiniBand: its IPoIB-style "
+                  "address; default: a distinct loopback address, docs/addresses.md)")
+      ->check(CLI::ValidIPV4);
   run->add_option("--pcap", options->pcap, "Capture every packet to this pcap file");
   run->add_option("--trace", options->trace, "Write a Chrome/Perfetto trace of TLPs and packets");
   run->add_option("--stats", options->stats, "Dump the PCIe and packet counters as JSON at exit");

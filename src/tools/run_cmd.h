@@ -16,6 +16,7 @@ struct RunCommandOptions {
   std::string host;      // SOFTHCA_HOST
   std::string fabric;    // SOFTHCA_FABRIC
   std::string link;      // SOFTHCA_LINK: ib | roce
+  std::string ip;        // SOFTHCA_IP: the host's IPv4 address (docs/addresses.md)
   std::string pcap;      // SOFTHCA_PCAP
   std::string trace;     // SOFTHCA_TRACE
   std::string stats;     // SOFTHCA_STATS
