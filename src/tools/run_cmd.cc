@@ -10,6 +10,8 @@
 #include <iostream>
 
 #include "fabric/fault_spec.h"
+#include "view/device_facts.h"
+#include "view/mount_view.h"
 
 namespace softhca::tools {
 
@@ -66,6 +68,18 @@ std::vector<std::string> run_environment(const RunCommandOptions& o, const std::
 
 namespace {
 
+// The device view (docs/device-view.md): read the devices this environment gives, then lay their
+// sysfs and /dev entries out in a mount namespace the program inherits. A view that cannot be made
+// is said on stderr and the program runs without it (verbs alone still work).
+void present_view() {
+  std::vector<view::DeviceFacts> devices;
+  std::string error;
+  if (!view::gather_device_facts(devices, error) || !view::enter_device_view(devices, error)) {
+    std::cerr << "softhca run: no device view (" << error << "); /sys/class/infiniband and /dev/infiniband "
+              << "are not shown to the program\n";
+  }
+}
+
 [[noreturn]] void exec_program(const RunCommandOptions& options) {
   const std::string lib_dir = options.lib_dir.empty() ? find_lib_dir() : options.lib_dir;
   if (lib_dir.empty() || !has_library(lib_dir)) {
@@ -78,6 +92,7 @@ namespace {
     const size_t eq = kv.find('=');
     ::setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
   }
+  if (!options.no_view) present_view();
   std::vector<char*> argv;
   argv.reserve(options.command.size() + 1);
   for (const std::string& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -112,6 +127,8 @@ void add_run_command(CLI::App& app) {
         return fabric::parse_fault_spec(spec, parsed, error) ? std::string() : error;
       });
   run->add_option("--lib-dir", options->lib_dir, "Directory of softhca's libibverbs.so.1");
+  run->add_flag("--no-view", options->no_view,
+                "Do not present /sys/class/infiniband and /dev/infiniband to the program (docs/device-view.md)");
   run->add_option("command", options->command, "PROGRAM ARGS... (after --)")->required();
   run->callback([options] { exec_program(*options); });
 }

@@ -23,6 +23,7 @@ struct RunCommandOptions {
   std::string blueflame; // SOFTHCA_BLUEFLAME
   std::string faults;    // SOFTHCA_FAULTS (docs/reliability.md)
   std::string lib_dir;   // where libibverbs.so.1 is (default: found next to this binary)
+  bool no_view = false;  // skip the device view (/sys/class/infiniband, /dev/infiniband)
   std::vector<std::string> command;
 };
 
