@@ -182,6 +182,8 @@ bool gather_device_facts(std::vector<DeviceFacts>& out, std::string& error) {
   }
   if (child == 0) {
     ::close(fds[0]);
+    // Only the program's own run captures, traces, dumps counters and injects faults.
+    for (const char* var : {"SOFTHCA_PCAP", "SOFTHCA_TRACE", "SOFTHCA_STATS", "SOFTHCA_FAULTS"}) ::unsetenv(var);
     const std::string text = read_devices().dump();
     const bool ok = ::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ::close(fds[1]);

@@ -219,19 +219,27 @@ TEST(SharedRuntime, AForkChildCannotUseItsParentsRuntimeButMayAttachItsOwn) {
   auto rt = SharedRuntime::create(options_for(fabric), error);
   ASSERT_NE(rt, nullptr) << error;
   const hca::Device::ObjectCounts before = rt->object_counts();
+  DeviceSlot* parents = rt->devices()[0];  // what a context the parent opened holds
   Child c = spawn([&](auto send, auto /*wait_go*/) {
     hwif::AllocPdOut out;
-    const int inherited = hwif::exec_cmd(rt->devices()[0]->commands(), hwif::AllocPdIn{}, out);
+    const int inherited = hwif::exec_cmd(parents->commands(), hwif::AllocPdIn{}, out);
     std::string e;
     auto mine = SharedRuntime::create(options_for(fabric), e);
     const bool own_works = mine != nullptr && alloc_pd(*mine) != 0;
+    // The runtime the child inherited attaches it anew when it looks at its devices.
+    DeviceSlot* now = rt->devices()[0];
+    const int fresh = now != parents ? hwif::exec_cmd(now->commands(), hwif::AllocPdIn{}, out) : EIO;
+    rt->detach();  // the child's attachment: its objects go with it
     send(static_cast<uint8_t>(inherited));
     send(own_works ? 1 : 0);
+    send(static_cast<uint8_t>(fresh));
     return 0;  // mine detaches; the inherited runtime's destructor never runs (_exit)
   });
-  // Expect: EIO through the parent's runtime, success through the child's own.
+  // Expect: EIO through the parent's device slot, success through the child's own runtime and
+  // through the inherited runtime's new attachment.
   EXPECT_EQ(c.next(), EIO);
   EXPECT_EQ(c.next(), 1);
+  EXPECT_EQ(c.next(), 0);
   EXPECT_EQ(c.reap(), 0);
   EXPECT_EQ(rt->object_counts(), before);
   rt->detach();

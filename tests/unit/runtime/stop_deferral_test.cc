@@ -36,6 +36,10 @@ TEST(StopDeferral, ACtrlZInsideTheDeviceStopsTheProcessWhenTheLastThreadLeavesIt
   ASSERT_EQ(::pipe(to_child), 0);
   const pid_t child = ::fork();
   if (child == 0) {
+    // A process group of its own, whose parent is in another group of the session: not orphaned,
+    // so the kernel stops it for SIGTSTP (it discards job-control stops in an orphaned group, as a
+    // test run in the background may be).
+    ::setpgid(0, 0);
     install_stop_deferral();
     device_entered();  // two threads' worth: the count, not a flag
     device_entered();

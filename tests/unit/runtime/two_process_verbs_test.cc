@@ -327,6 +327,7 @@ namespace {
 // Writes between two QPs of its own on its host, forever: most of its time is spent holding the
 // host's device lock.
 int run_busy_writer(int, int out) {
+  ::setpgid(0, 0);  // not an orphaned group, so SIGTSTP stops it (see stop_deferral_test.cc)
   Side a;
   Side b;
   if (int e = open_side(a); e != 0) return e;
