@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "runtime/host_segment.h"
+#include "runtime/private_dir.h"
 
 namespace softhca::runtime {
 
@@ -39,20 +40,27 @@ struct FabricRegistry::File {
 FabricRegistry::FabricRegistry(std::string dir, std::string fabric)
     : dir_(std::move(dir)),
       fabric_(std::move(fabric)),
-      path_(dir_ + "/softhca-" + std::to_string(::getuid()) + "-" + fabric_ + ".hosts") {}
-
-bool FabricRegistry::segment_exists(const std::string& host) const {
-  struct stat st {};
-  return ::stat(segment_path(dir_, ::getuid(), fabric_, host).c_str(), &st) == 0;
-}
+      name_(fabric_ + ".hosts"),
+      path_(private_dir_path(dir_, ::geteuid()) + "/" + name_) {}
 
 template <typename Fn>
-int FabricRegistry::with_file(bool create, Fn&& fn) const {
+int FabricRegistry::with_file(bool create, std::string* error, Fn&& fn) const {
+  std::string why;
+  auto fail = [&](int err) {
+    if (error != nullptr) *error = why.empty() ? path_ + ": " + std::strerror(err) : why;
+    return err;
+  };
+  // Opened and checked on every access: the registry says where packets go.
+  const std::unique_ptr<PrivateDir> dir = PrivateDir::open(dir_, create, why);
+  if (dir == nullptr) return fail(errno);
   int fd = -1;
   for (int attempt = 0;; ++attempt) {
-    if (attempt == kMaxOpenRetries) return EAGAIN;
-    fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
-    if (fd < 0) return errno;
+    if (attempt == kMaxOpenRetries) {
+      why = "cannot open " + path_ + ": it keeps being removed";
+      return fail(EAGAIN);
+    }
+    fd = dir->open_file(name_, O_RDWR, create, why);
+    if (fd < 0) return fail(errno);
     int rc = 0;
     do {
       rc = ::flock(fd, LOCK_EX);
@@ -78,26 +86,28 @@ int FabricRegistry::with_file(bool create, Fn&& fn) const {
   } else if (file->version != kVersion || file->max_hosts != kMaxHosts) {
     err = EPROTO;
   }
-  if (err == 0 && fn(*file)) {
+  if (err == EPROTO) why = path_ + " is a fabric registry of another softhca build";
+  if (err == 0 && fn(*dir, *file)) {
     bool empty = true;
     for (const Entry& e : file->entries) empty = empty && e.name[0] == '\0';
     if (empty) {
-      ::unlink(path_.c_str());
+      dir->remove(name_);
     } else if (::pwrite(fd, file.get(), sizeof(File), 0) != static_cast<ssize_t>(sizeof(File))) {
       err = errno != 0 ? errno : EIO;
     }
   }
   ::close(fd);  // releases the flock
-  return err;
+  return err != 0 ? fail(err) : 0;
 }
 
-uint16_t FabricRegistry::register_host(const std::string& host) {
+uint16_t FabricRegistry::register_host(const std::string& host, std::string* error) {
   if (!valid_name(host)) {
+    if (error != nullptr) *error = "'" + host + "' is not a valid host name";
     errno = EINVAL;
     return 0;
   }
   uint16_t lid = 0;
-  const int err = with_file(true, [&](File& f) {
+  const int err = with_file(true, error, [&](const PrivateDir& dir, File& f) {
     bool used[kMaxHosts + 1] = {};
     for (Entry& e : f.entries) {
       if (e.name[0] == '\0') continue;
@@ -105,7 +115,7 @@ uint16_t FabricRegistry::register_host(const std::string& host) {
         lid = e.lid;
         return false;
       }
-      if (!segment_exists(e.name)) {
+      if (!dir.contains(segment_name(fabric_, e.name))) {
         std::memset(&e, 0, sizeof(e));  // that host has left the fabric
         continue;
       }
@@ -131,13 +141,16 @@ uint16_t FabricRegistry::register_host(const std::string& host) {
     errno = err;
     return 0;
   }
-  if (lid == 0) errno = ENOSPC;
+  if (lid == 0) {
+    if (error != nullptr) *error = path_ + ": all " + std::to_string(kMaxHosts) + " hosts of the fabric are taken";
+    errno = ENOSPC;
+  }
   return lid;
 }
 
 int FabricRegistry::set_address(const std::string& host, uint32_t ipv4_be, uint16_t udp_port) {
   bool found = false;
-  const int err = with_file(false, [&](File& f) {
+  const int err = with_file(false, nullptr, [&](const PrivateDir&, File& f) {
     for (Entry& e : f.entries) {
       if (e.name[0] != '\0' && host == e.name) {
         e.ipv4_be = ipv4_be;
@@ -153,7 +166,7 @@ int FabricRegistry::set_address(const std::string& host, uint32_t ipv4_be, uint1
 
 int FabricRegistry::remove_host(const std::string& host) {
   bool found = false;
-  const int err = with_file(false, [&](File& f) {
+  const int err = with_file(false, nullptr, [&](const PrivateDir&, File& f) {
     for (Entry& e : f.entries) {
       if (e.name[0] != '\0' && host == e.name) {
         std::memset(&e, 0, sizeof(e));
@@ -167,7 +180,7 @@ int FabricRegistry::remove_host(const std::string& host) {
 
 std::vector<HostAddress> FabricRegistry::hosts() const {
   std::vector<HostAddress> out;
-  with_file(false, [&](File& f) {
+  with_file(false, nullptr, [&](const PrivateDir&, File& f) {
     for (const Entry& e : f.entries) {
       if (e.name[0] != '\0') out.push_back(HostAddress{e.name, e.lid, e.ipv4_be, e.udp_port});
     }

@@ -128,8 +128,10 @@ bool host_names_from_env(HostNames& names, std::string& error) {
   return true;
 }
 
+std::string segment_name(const std::string& fabric, const std::string& host) { return fabric + "@" + host; }
+
 std::string segment_path(const std::string& dir, uid_t uid, const std::string& fabric, const std::string& host) {
-  return dir + "/softhca-" + std::to_string(uid) + "-" + fabric + "-" + host;
+  return private_dir_path(dir, uid) + "/" + segment_name(fabric, host);
 }
 
 uint64_t process_start_time(pid_t pid) {
@@ -172,7 +174,10 @@ std::unique_ptr<HostSegment> HostSegment::attach(const SegmentOptions& options, 
     return nullptr;
   }
   std::unique_ptr<HostSegment> seg(new HostSegment());
-  seg->path_ = segment_path(options.dir, ::getuid(), options.fabric, options.host);
+  seg->dir_ = PrivateDir::open(options.dir, true, error);
+  if (seg->dir_ == nullptr) return nullptr;
+  seg->name_ = segment_name(options.fabric, options.host);
+  seg->path_ = seg->dir_->path_of(seg->name_);
   seg->my_pid_ = ::getpid();
   if (int err = seg->open_and_lock(error); err != 0) {
     errno = err;
@@ -189,16 +194,13 @@ std::unique_ptr<HostSegment> HostSegment::attach(const SegmentOptions& options, 
   return seg;
 }
 
-// Opens (creating) the file and takes the attach lock. A file the last process unlinked after
-// our open() is a dead end (a new process would create another): retry with a fresh open.
+// Opens (creating) the file in the private directory, checked, and takes the attach lock. A file
+// the last process unlinked after our open() is a dead end (a new process would create another):
+// retry with a fresh open.
 int HostSegment::open_and_lock(std::string& error) {
   for (int attempt = 0; attempt < kMaxOpenRetries; ++attempt) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0) {
-      const int err = errno;
-      error = "cannot open " + path_ + ": " + std::strerror(err);
-      return err;
-    }
+    fd_ = dir_->open_file(name_, O_RDWR, true, error);
+    if (fd_ < 0) return errno;
     if (flock_retry(fd_, LOCK_EX) != 0) {
       const int err = errno;
       error = "cannot lock " + path_ + ": " + std::strerror(err);
@@ -262,10 +264,12 @@ int HostSegment::map_and_claim(const SegmentOptions& options, std::string& error
     header_ = reinterpret_cast<Header*>(base_);
     uint16_t lid = 0;
     uint64_t guid = 0;
-    if (options.assign_identity && !options.assign_identity(lid, guid)) {
+    std::string why;
+    errno = 0;
+    if (options.assign_identity && !options.assign_identity(lid, guid, why)) {
       const int err = errno != 0 ? errno : EIO;
-      error = "cannot assign an identity to host " + options.host + ": " + std::strerror(err);
-      ::unlink(path_.c_str());  // leave nothing half made (a racing attacher sees nlink 0, retries)
+      error = "cannot assign an identity to host " + options.host + ": " + (why.empty() ? std::strerror(err) : why);
+      dir_->remove(name_);  // leave nothing half made (a racing attacher sees nlink 0, retries)
       return err;
     }
     header_->lid = lid;
@@ -315,13 +319,23 @@ void HostSegment::format(const SegmentOptions& options, size_t file_bytes) {
   h.magic.store(kMagic, std::memory_order_release);
 }
 
-std::unique_ptr<HostSegment> HostSegment::open_read_only(const std::string& path, std::string& error) {
+std::unique_ptr<HostSegment> HostSegment::open_read_only(const std::string& dir, const std::string& fabric,
+                                                         const std::string& host, std::string& error) {
+  if (!valid_name(fabric) || !valid_name(host)) {
+    error = "invalid fabric or host name";
+    return nullptr;
+  }
   std::unique_ptr<HostSegment> seg(new HostSegment());
+  seg->dir_ = PrivateDir::open(dir, false, error);
+  if (seg->dir_ == nullptr) return nullptr;
+  seg->name_ = segment_name(fabric, host);
+  const std::string path = seg->dir_->path_of(seg->name_);
   seg->path_ = path;
-  seg->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  seg->fd_ = seg->dir_->open_file(seg->name_, O_RDONLY, false, error);
+  if (seg->fd_ < 0) return nullptr;
   struct stat st {};
-  if (seg->fd_ < 0 || ::fstat(seg->fd_, &st) != 0) {
-    error = "cannot open " + path + ": " + std::strerror(errno);
+  if (::fstat(seg->fd_, &st) != 0) {
+    error = "cannot stat " + path + ": " + std::strerror(errno);
     return nullptr;
   }
   const auto file_size = static_cast<size_t>(st.st_size);
@@ -372,7 +386,7 @@ bool HostSegment::detach(bool unmap, const std::function<void()>& on_last) {
   const bool last = live_slots() == 0;
   if (last) {
     if (on_last) on_last();
-    ::unlink(path_.c_str());
+    dir_->remove(name_);
   }
   flock_retry(fd_, LOCK_UN);
   ::close(fd_);

@@ -1,5 +1,6 @@
-// The host segment of live mode across processes (docs/live-mode.md): one file in /dev/shm per
-// (user, fabric, host) that every process of the host maps. It holds a header, the device lock (a
+// The host segment of live mode across processes (docs/live-mode.md): one file per (user, fabric,
+// host), in the user's private directory under /dev/shm (private_dir.h), that every process of the
+// host maps. It holds a header, the device lock (a
 // process-shared robust mutex), the process table (pid + start time per slot), one fixed-size block
 // of per-slot data (the memory engineer's RangeTable), the host's identity and UAR owners, and the
 // device region the device model keeps its whole state in. It does not know the device model: the
@@ -17,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/private_dir.h"
+
 namespace softhca::runtime {
 
 // Fabric and host names: 1..64 characters of [A-Za-z0-9_.-] (they become file names).
@@ -31,7 +34,10 @@ struct HostNames {
 };
 [[nodiscard]] bool host_names_from_env(HostNames& names, std::string& error);
 
-// <dir>/softhca-<uid>-<fabric>-<host>
+// The segment's file name in the private directory: <fabric>@<host>. '@' is in no valid name, so
+// no two (fabric, host) pairs share a file, nor does a segment share a fabric registry's name.
+[[nodiscard]] std::string segment_name(const std::string& fabric, const std::string& host);
+// <dir>/softhca-<uid>/<fabric>@<host>: where the segment of the effective uid `uid` is.
 [[nodiscard]] std::string segment_path(const std::string& dir, uid_t uid, const std::string& fabric,
                                        const std::string& host);
 
@@ -48,6 +54,7 @@ inline constexpr uint32_t kMaxSlots = 64;
 inline constexpr uint32_t kMaxUars = 256;
 
 struct SegmentOptions {
+  // The base: the segment is in its private directory <dir>/softhca-<euid> (made when missing).
   std::string dir = "/dev/shm";
   std::string fabric = "default";
   std::string host = "host0";
@@ -56,8 +63,8 @@ struct SegmentOptions {
   // Bytes of per-slot data (one block per slot, 64-byte aligned, zeroed when a slot is freed).
   size_t slot_data_bytes = 0;
   // Called under the attach lock when the segment is formatted (a new device): fills the host's
-  // identity. Returns false with errno set to refuse (attach then fails).
-  std::function<bool(uint16_t& lid, uint64_t& node_guid)> assign_identity;
+  // identity. Returns false with errno and `error` set to refuse (attach then fails).
+  std::function<bool(uint16_t& lid, uint64_t& node_guid, std::string& error)> assign_identity;
 };
 
 // One mapping of the host segment in this process.
@@ -66,13 +73,16 @@ struct SegmentOptions {
 class HostSegment {
  public:
   // Attaches this process (open or create, flock, format when new or when every slot is dead,
-  // claim a free slot). Null with errno and `error` set on failure.
+  // claim a free slot). Null with errno and `error` set on failure, among them a private
+  // directory or segment file that fails its checks (private_dir.h): never used, never changed.
   static std::unique_ptr<HostSegment> attach(const SegmentOptions& options, std::string& error);
-  // Maps an existing segment read-only, for observers (softhca stats --live): takes no slot, no
-  // lock, never formats, sweeps or unlinks; the process is not one of the host's. Only the const
-  // accessors may be used; what they read may change meanwhile. Null with `error` set when the
-  // file does not exist or is not a formatted segment of this build.
-  static std::unique_ptr<HostSegment> open_read_only(const std::string& path, std::string& error);
+  // Maps the existing segment of (fabric, host) under the base `dir` read-only, for observers
+  // (softhca stats --live): takes no slot, no lock, never formats, sweeps or unlinks; the process
+  // is not one of the host's. Only the const accessors may be used; what they read may change
+  // meanwhile. Null with `error` set when the file does not exist, fails the private directory's
+  // checks or is not a formatted segment of this build.
+  static std::unique_ptr<HostSegment> open_read_only(const std::string& dir, const std::string& fabric,
+                                                     const std::string& host, std::string& error);
   // Detaches if attach() succeeded and detach() was not called (same process only).
   ~HostSegment();
   HostSegment(const HostSegment&) = delete;
@@ -137,6 +147,8 @@ class HostSegment {
   void format(const SegmentOptions& options, size_t file_bytes);
   [[nodiscard]] ProcessSlot* slot_entry(uint32_t slot) const;
 
+  std::unique_ptr<PrivateDir> dir_;  // where the file is; kept for the unlink at detach
+  std::string name_;
   std::string path_;
   int fd_ = -1;
   uint8_t* base_ = nullptr;

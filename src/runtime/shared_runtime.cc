@@ -237,8 +237,8 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   // Every process must size the region alike: the caps decide it, never the LID.
   so.device_bytes = hca::Device::default_region_bytes(config_for(1));
   so.slot_data_bytes = sizeof(SlotData);
-  so.assign_identity = [&](uint16_t& lid, uint64_t& guid) {
-    lid = registry_.register_host(options_.names.host);
+  so.assign_identity = [&](uint16_t& lid, uint64_t& guid, std::string& why) {
+    lid = registry_.register_host(options_.names.host, &why);
     if (lid == 0) return false;
     guid = config_for(lid).caps.node_guid;
     if (options_.udp && !ethernet()) open_udp(true);

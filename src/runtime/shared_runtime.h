@@ -29,6 +29,7 @@ namespace softhca::runtime {
 
 struct SharedRuntimeOptions {
   HostNames names;
+  // The base of the host segment and the fabric registry (SegmentOptions::dir).
   std::string dir = "/dev/shm";
   // The device's configuration for a LID (identity overrides from the environment included); the
   // runtime fills the LID from the fabric registry. Unset: hca::default_device_config(lid - 1).

@@ -13,8 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include "pcie/counters.h"
@@ -192,9 +190,9 @@ void print_device(std::ostream& out, const json& d) {
 // The dump of the host device processes use now, from its segment (mapped read-only; no lock:
 // counts may be a moment old). Empty with `error` set when the host has no segment.
 json live_dump(const StatsOptions& o, std::string& error) {
-  const std::string path = runtime::segment_path(o.dir, ::getuid(), o.fabric, o.host);
-  const std::unique_ptr<runtime::HostSegment> seg = runtime::HostSegment::open_read_only(path, error);
+  const std::unique_ptr<runtime::HostSegment> seg = runtime::HostSegment::open_read_only(o.dir, o.fabric, o.host, error);
   if (seg == nullptr) return json();
+  const std::string& path = seg->path();
   const hca::DeviceRegion region{seg->device_region(), seg->device_bytes()};
   if (seg->slot_data_bytes() < sizeof(runtime::SlotData)) {
     error = path + " was made by another softhca build (its process slots are too small)";
@@ -268,7 +266,7 @@ void add_stats_command(CLI::App& app) {
       "transactions by type and cause (TLPs, payload and wire bytes), the packet counters and\n"
       "one row per QP (packets, bytes, drops, retransmissions, NAKs, doorbells, CQEs).\n"
       "--live reads the same from the host device that processes are using now (its segment in\n"
-      "/dev/shm, read-only), the PCIe counters summed over the host's processes.");
+      "/dev/shm/softhca-<uid>/, read-only), the PCIe counters summed over the host's processes.");
   CLI::Option* file = sub->add_option("FILE", opts->path, "A SOFTHCA_STATS dump");
   CLI::Option* live = sub->add_flag("--live", opts->live, "Read the counters of the running host device instead of a file");
   file->excludes(live);

@@ -3,7 +3,7 @@
 // bytes; packets, ACKs, NAKs, retransmissions, CQEs, drops; then one row per QP), or with --json
 // the dump itself, checked and normalized (sorted keys, two-space indent).
 // `softhca stats --live [--fabric F] [--host H]`: the same for the host device that processes are
-// using now, read from its host segment in /dev/shm (mapped read-only: the command is not one of
+// using now, read from its host segment in /dev/shm/softhca-<uid>/ (mapped read-only: the command is not one of
 // the host's processes and takes no lock). The PCIe counters are per process and not there.
 #pragma once
 #include <iosfwd>
@@ -21,7 +21,7 @@ struct StatsOptions {
   bool live = false;            // read the running host's segment instead of a file
   std::string fabric = "default";
   std::string host = "host0";
-  std::string dir = "/dev/shm";  // where host segments are (tests use their own)
+  std::string dir = "/dev/shm";  // the base of host segments, SegmentOptions::dir (tests use their own)
 };
 
 // Writes the table (or JSON) to out, or a reason to err. 0 on success, 1 when the file cannot be

@@ -48,13 +48,17 @@ kill_started() {
 }
 trap kill_started EXIT
 
-# No host segment or fabric registry of FABRIC may be left in /dev/shm once its processes are gone.
+# No host segment (<fabric>@<host>) or fabric registry (<fabric>.hosts) of FABRIC may be left in
+# the user's directory /dev/shm/softhca-<euid> once its processes are gone (docs/live-mode.md).
 # Prints what is left; 0 when nothing is.
 leftover_shm() {
-  local fabric=$1 left
-  left=$(ls /dev/shm 2>/dev/null | grep -F -- "-$fabric" || true)
+  local fabric=$1 dir f left=""
+  dir="/dev/shm/softhca-$(id -u)"
+  for f in "$dir/$fabric.hosts" "$dir/$fabric@"*; do
+    if [[ -e $f || -L $f ]]; then left+="$f"$'\n'; fi
+  done
   [[ -z $left ]] && return 0
-  echo "$left"
+  printf '%s' "$left"
   return 1
 }
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../unit/runtime/child_process.h"
+#include "runtime/host_segment.h"
 #include "tools/stats_cmd.h"
 
 namespace softhca::tools {
@@ -239,7 +240,7 @@ TEST(StatsLive, ReadsTheCountersOfARunningHostAndTheDumpAtExitHasTheSamePerQpCou
   // After it left: the host segment is gone (the reader kept nothing alive), and the dump holds
   // the same per-QP counters, next to the PCIe counters.
   struct stat st {};
-  EXPECT_NE(::stat(("/dev/shm/softhca-" + std::to_string(::getuid()) + "-" + fabric + "-host0").c_str(), &st), 0);
+  EXPECT_NE(::stat(runtime::segment_path(o.dir, ::geteuid(), fabric, "host0").c_str(), &st), 0);
   StatsOptions f;
   f.path = dump_path;
   f.json = true;

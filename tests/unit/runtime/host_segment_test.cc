@@ -36,7 +36,7 @@ SegmentOptions options_for(const std::string& fabric, const std::string& host = 
   o.host = host;
   o.device_bytes = size_t{16} << 20;
   o.slot_data_bytes = 200;
-  o.assign_identity = [](uint16_t& lid, uint64_t& guid) {
+  o.assign_identity = [](uint16_t& lid, uint64_t& guid, std::string& /*error*/) {
     lid = 7;
     guid = 0x1122334455667788ull;
     return true;

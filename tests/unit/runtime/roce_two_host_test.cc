@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.h"
+#include "runtime/fabric_registry.h"
 #include "runtime/shared_runtime.h"
 
 namespace {
@@ -337,10 +338,10 @@ TEST(RoceTwoHosts, RcSendWriteReadAndAtomicsBetweenTwoHostsOverRoceV2) {
   // A non-zero status names the step that failed (see run_target / run_initiator).
   EXPECT_EQ(reap(initiator), 0);
   EXPECT_EQ(reap(target), 0);
-  const std::string prefix = "/dev/shm/softhca-" + std::to_string(::getuid()) + "-" + fabric;
-  EXPECT_FALSE(file_exists(prefix + "-a"));
-  EXPECT_FALSE(file_exists(prefix + "-b"));
-  EXPECT_FALSE(file_exists(prefix + ".hosts"));
+  using softhca::runtime::segment_path;
+  EXPECT_FALSE(file_exists(segment_path("/dev/shm", ::geteuid(), fabric, "a")));
+  EXPECT_FALSE(file_exists(segment_path("/dev/shm", ::geteuid(), fabric, "b")));
+  EXPECT_FALSE(file_exists(softhca::runtime::FabricRegistry("/dev/shm", fabric).path()));
 }
 
 // In a child: attaches host "a" with the given link; 0 attached, 1 refused with an error naming
@@ -395,9 +396,8 @@ TEST(RoceTwoHosts, AProcessAskingForAnotherLinkThanItsHostsIsRefused) {
   EXPECT_EQ(reap(second), 1);
   EXPECT_EQ(reap(third), 1);
   for (int fd : {ready[0], ready[1], hold[0], hold[1]}) ::close(fd);
-  const std::string prefix = "/dev/shm/softhca-" + std::to_string(::getuid()) + "-" + fabric;
-  EXPECT_FALSE(file_exists(prefix + "-a"));
-  EXPECT_FALSE(file_exists(prefix + ".hosts"));
+  EXPECT_FALSE(file_exists(softhca::runtime::segment_path("/dev/shm", ::geteuid(), fabric, "a")));
+  EXPECT_FALSE(file_exists(softhca::runtime::FabricRegistry("/dev/shm", fabric).path()));
 }
 
 }  // namespace

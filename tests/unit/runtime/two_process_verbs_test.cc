@@ -18,6 +18,9 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/fabric_registry.h"
+#include "runtime/host_segment.h"
+
 namespace {
 
 constexpr int kWaitMs = 30'000;
@@ -255,10 +258,10 @@ void run_pair(const std::string& fabric, const std::string& target_host, const s
   for (int fd : {a_to_b[0], a_to_b[1], b_to_a[0], b_to_a[1]}) ::close(fd);
   EXPECT_EQ(reap(initiator), 0);
   EXPECT_EQ(reap(target), 0);
-  const std::string prefix = "/dev/shm/softhca-" + std::to_string(::getuid()) + "-" + fabric;
-  EXPECT_FALSE(file_exists(prefix + "-" + target_host));
-  EXPECT_FALSE(file_exists(prefix + "-" + initiator_host));
-  EXPECT_FALSE(file_exists(prefix + ".hosts"));
+  using softhca::runtime::segment_path;
+  EXPECT_FALSE(file_exists(segment_path("/dev/shm", ::geteuid(), fabric, target_host)));
+  EXPECT_FALSE(file_exists(segment_path("/dev/shm", ::geteuid(), fabric, initiator_host)));
+  EXPECT_FALSE(file_exists(softhca::runtime::FabricRegistry("/dev/shm", fabric).path()));
 }
 
 // A process with verbs objects forks (after ibv_fork_init or not, as rdma-core 44 allows both).
