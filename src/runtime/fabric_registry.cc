@@ -164,6 +164,29 @@ int FabricRegistry::set_address(const std::string& host, uint32_t ipv4_be, uint1
   return err != 0 ? err : found ? 0 : ENOENT;
 }
 
+uint32_t FabricRegistry::claim_ipv4(const std::string& host, uint32_t preferred_be, uint32_t fallback_be) {
+  uint32_t chosen = 0;
+  const int err = with_file(false, nullptr, [&](const PrivateDir&, File& f) {
+    Entry* mine = nullptr;
+    bool taken = false;
+    for (Entry& e : f.entries) {
+      if (e.name[0] == '\0') continue;
+      if (host == e.name) {
+        mine = &e;
+      } else if (e.ipv4_be == preferred_be) {
+        taken = true;
+      }
+    }
+    if (mine == nullptr) return false;
+    if (mine->ipv4_be == 0) mine->ipv4_be = taken ? fallback_be : preferred_be;
+    chosen = mine->ipv4_be;
+    return true;
+  });
+  if (err != 0) errno = err;
+  else if (chosen == 0) errno = ENOENT;
+  return err != 0 ? 0 : chosen;
+}
+
 int FabricRegistry::remove_host(const std::string& host) {
   bool found = false;
   const int err = with_file(false, nullptr, [&](const PrivateDir&, File& f) {

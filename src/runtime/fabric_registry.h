@@ -37,6 +37,11 @@ class FabricRegistry {
   uint16_t register_host(const std::string& host, std::string* error = nullptr);
   // Sets the carrier address of a registered host (the UDP carrier fills it). 0 or an errno.
   int set_address(const std::string& host, uint32_t ipv4_be, uint16_t udp_port);
+  // The IPv4 address (network byte order) of a registered host that asked for the default one
+  // (docs/addresses.md): `preferred` unless another host of the fabric has it, else `fallback`;
+  // chosen and recorded in one step under the file's lock, so two hosts never get the same. A
+  // host that already has an address keeps it. 0 with errno set when the host is not registered.
+  uint32_t claim_ipv4(const std::string& host, uint32_t preferred_be, uint32_t fallback_be);
   // Removes a host's entry; the file goes when the last entry does. 0 or an errno.
   int remove_host(const std::string& host);
 

@@ -90,8 +90,6 @@ bool link_options_from_env(LinkOptions& out, std::string& error) {
       return false;
     }
     out.ipv4 = ntohl(a.s_addr);
-  } else {
-    out.ipv4 = default_host_ipv4();
   }
   if (const char* port = std::getenv("SOFTHCA_ROCE_PORT"); port != nullptr && *port != '\0') {
     char* end = nullptr;
@@ -102,8 +100,18 @@ bool link_options_from_env(LinkOptions& out, std::string& error) {
     }
     out.roce_port = static_cast<uint16_t>(p);
   }
-  out.netdev_mtu = interface_mtu_of(out.ipv4);
+  if (out.ipv4 != 0) out.netdev_mtu = interface_mtu_of(out.ipv4);
   return true;
+}
+
+uint32_t loopback_host_ipv4(uid_t uid, const std::string& fabric, uint16_t host_number) {
+  // FNV-1a over the uid and the name: a spread, not a secret.
+  uint32_t h = 2166136261u;
+  auto mix = [&h](uint8_t b) { h = (h ^ b) * 16777619u; };
+  for (int i = 0; i < 4; ++i) mix(static_cast<uint8_t>(uid >> (8 * i)));
+  for (const char c : fabric) mix(static_cast<uint8_t>(c));
+  const uint32_t f = 1 + h % 254;
+  return (127u << 24) | (f << 16) | (uint32_t{host_number} & 0xffff);
 }
 
 bool fault_spec_from_env(fabric::FaultSpec& out, std::string& error) {

@@ -4,6 +4,8 @@
 // the host's address defaults to the first UP non-loopback IPv4 interface of this network
 // namespace. Addresses are host-order integers (a.b.c.d = a << 24 | ...), MTUs in bytes.
 #pragma once
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -20,7 +22,7 @@ struct LinkOptions {
 };
 
 // SOFTHCA_LINK: unset, "" or "ib" -> InfiniBand; "roce" -> Ethernet. SOFTHCA_IP: dotted quad;
-// unset -> default_host_ipv4(). SOFTHCA_ROCE_PORT: 1..65535. False with error naming the variable
+// unset -> 0, the host's default, which the runtime picks when it attaches (docs/addresses.md). SOFTHCA_ROCE_PORT: 1..65535. False with error naming the variable
 // and its value on anything else.
 bool link_options_from_env(LinkOptions& out, std::string& error);
 
@@ -30,8 +32,13 @@ bool link_options_from_env(LinkOptions& out, std::string& error);
 bool fault_spec_from_env(fabric::FaultSpec& out, std::string& error);
 
 // The first IPv4 address of an interface that is UP and not loopback in this network namespace
-// (getifaddrs order), else 127.0.0.1.
+// (getifaddrs order), else 127.0.0.1: what the first RoCE host of a fabric on this machine takes
+// when SOFTHCA_IP is unset (docs/addresses.md).
 uint32_t default_host_ipv4();
+// The address a host takes when the machine's is another host's already: 127.F.(n >> 8).(n & 0xff),
+// n the host's number (LID) in its fabric, F in 1..254 from the user and the fabric name (Linux
+// routes all of 127/8 to lo: any of it can be bound with no set-up).
+uint32_t loopback_host_ipv4(uid_t uid, const std::string& fabric, uint16_t host_number);
 
 // The MTU of the interface that holds ipv4 (SIOCGIFMTU); 65536 for 127/8 on no interface (Linux
 // routes all of 127/8 to lo, whose MTU is 65536); 1500 (Ethernet's) when it cannot be found.

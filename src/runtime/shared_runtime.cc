@@ -237,9 +237,22 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   // Every process must size the region alike: the caps decide it, never the LID.
   so.device_bytes = hca::Device::default_region_bytes(config_for(1));
   so.slot_data_bytes = sizeof(SlotData);
+  // Ethernet with no SOFTHCA_IP: the host's default address (docs/addresses.md), claimed in the
+  // registry by the host's first process and read from it by the others.
+  const bool default_ip = ethernet() && link_.ipv4 == 0;
   so.assign_identity = [&](uint16_t& lid, uint64_t& guid, std::string& why) {
     lid = registry_.register_host(options_.names.host, &why);
     if (lid == 0) return false;
+    if (default_ip) {
+      const uint32_t fallback = loopback_host_ipv4(::geteuid(), options_.names.fabric, lid);
+      const uint32_t ip_be = registry_.claim_ipv4(options_.names.host, htonl(default_host_ipv4()), htonl(fallback));
+      if (ip_be == 0) {
+        why = "cannot record the host's address in " + registry_.path() + ": " + std::strerror(errno);
+        return false;
+      }
+      link_.ipv4 = ntohl(ip_be);
+      link_.netdev_mtu = interface_mtu_of(link_.ipv4);
+    }
     guid = config_for(lid).caps.node_guid;
     if (options_.udp && !ethernet()) open_udp(true);
     return true;
@@ -247,6 +260,16 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   segment_ = HostSegment::attach(so, error);
   if (segment_ == nullptr) return false;
   segment_path_ = segment_->path();
+  if (default_ip && link_.ipv4 == 0) {
+    const std::optional<HostAddress> h = registry_.find_by_name(options_.names.host);
+    if (!h || h->ipv4_be == 0) {
+      error = "host " + options_.names.host + " has no address in " + registry_.path();
+      segment_->detach(false);
+      return false;
+    }
+    link_.ipv4 = ntohl(h->ipv4_be);
+    link_.netdev_mtu = interface_mtu_of(link_.ipv4);
+  }
   config_ = config_for(segment_->lid());
   if (faults.any()) {
     // Each process of the host its own random streams, named by host and slot, so a run of the

@@ -3,6 +3,7 @@
 #include "child_process.h"
 #include "runtime/host_segment.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 
 #include "runtime/fabric_registry.h"
 #include "runtime/irq_socket.h"
+#include "runtime/link_config.h"
 
 namespace softhca::runtime {
 namespace {
@@ -362,6 +364,49 @@ TEST(FabricRegistry, LidsFollowFirstAppearanceAndStayWhileTheHostsSegmentExists)
   EXPECT_FALSE(file_exists(reg.path()));
   b->detach(true);
   c->detach(true);
+}
+
+// docs/addresses.md: a RoCE host with no SOFTHCA_IP takes the machine's address unless another host
+// of the fabric has it, then a loopback address of its own; the choice is made once per host.
+TEST(FabricRegistry, TheMachinesAddressGoesToOneHostOfTheFabricAndTheOthersGetTheirOwn) {
+  const std::string fabric = unique_fabric();
+  std::string error;
+  auto a = attach_unlocked(options_for(fabric, "a"), error);
+  ASSERT_NE(a, nullptr) << error;
+  auto b = attach_unlocked(options_for(fabric, "b"), error);
+  ASSERT_NE(b, nullptr) << error;
+  FabricRegistry reg("/dev/shm", fabric);
+  ASSERT_EQ(reg.register_host("a"), 1);
+  ASSERT_EQ(reg.register_host("b"), 2);
+  const uint32_t machine = htonl(0xc0000202);  // 192.0.2.2
+  const uint32_t fallback_a = htonl(loopback_host_ipv4(::geteuid(), fabric, 1));
+  const uint32_t fallback_b = htonl(loopback_host_ipv4(::geteuid(), fabric, 2));
+  // Expect: a is first and takes the machine's address; b finds it taken and takes its own.
+  EXPECT_EQ(reg.claim_ipv4("a", machine, fallback_a), machine);
+  EXPECT_EQ(reg.claim_ipv4("b", machine, fallback_b), fallback_b);
+  EXPECT_NE(fallback_a, fallback_b);
+  // Expect: asking again changes nothing; an unregistered host gets no address.
+  EXPECT_EQ(reg.claim_ipv4("a", machine, fallback_a), machine);
+  EXPECT_EQ(reg.claim_ipv4("b", machine, fallback_b), fallback_b);
+  errno = 0;
+  EXPECT_EQ(reg.claim_ipv4("zz", machine, fallback_a), 0u);
+  EXPECT_EQ(errno, ENOENT);
+  a->detach(true);
+  b->detach(true);
+}
+
+TEST(FabricRegistry, LoopbackHostAddressesAreIn127SlashEightAndNameTheHostsNumber) {
+  const uint32_t ip = loopback_host_ipv4(1000, "lab", 0x0102);
+  EXPECT_EQ(ip >> 24, 127u);
+  EXPECT_GE((ip >> 16) & 0xff, 1u);
+  EXPECT_LE((ip >> 16) & 0xff, 254u);
+  EXPECT_EQ(ip & 0xffff, 0x0102u);
+  EXPECT_EQ(loopback_host_ipv4(1000, "lab", 7), loopback_host_ipv4(1000, "lab", 7));  // deterministic
+  // Expect: other fabrics mostly get another second octet (a spread, 1 in 254 collide).
+  int distinct = 0;
+  for (const char* f : {"a", "b", "c", "d", "e", "f", "g", "h"})
+    distinct += ((loopback_host_ipv4(1000, f, 1) >> 16) & 0xff) != ((loopback_host_ipv4(1000, "lab", 1) >> 16) & 0xff);
+  EXPECT_GE(distinct, 6);
 }
 
 }  // namespace
