@@ -160,8 +160,10 @@ bool enter_device_view(const std::vector<DeviceFacts>& devices, std::string& err
   std::error_code ec;
   fs::create_directories(tree, ec);
   if (!write_sysfs_tree(tree, devices, error)) return false;
+  // Not /sys/bus/pci/devices: libpci (perftest's PCIe checks) lists the functions there and would
+  // want config space and resources a plain file cannot give; stacks reach the function through
+  // the device's `device` link under /sys/devices instead.
   return overlay(tree / "class", "/sys/class", error) && overlay(tree / "devices", "/sys/devices", error) &&
-         overlay(tree / "bus" / "pci" / "devices", "/sys/bus/pci/devices", error) &&
          rebuild_dev(root / "dev", devices.size(), error);
 }
 
