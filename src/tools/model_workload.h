@@ -1,7 +1,6 @@
-// The timing model's workloads in virtual time and what they report: a stream (softhca_0 posts
-// closed-loop, softhca_1 answers in its HCA only) or a ping-pong (both hosts' CPUs post and poll,
-// perftest's _lat), on RC, UC or UD, through the real verbs API, driver and device on a sim-mode
-// runtime. Deterministic: the same profile and workload give the same result, bit for bit.
+// The timing model's workloads and what they report: a stream (host 0 posts closed-loop) or a
+// ping-pong (both hosts post and poll, perftest's _lat) on RC, UC or UD, through the real verbs API
+// and device on a sim-mode runtime; virtual time in ps, deterministic bit for bit.
 #pragma once
 #include <array>
 #include <cstdint>
