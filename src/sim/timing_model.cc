@@ -51,8 +51,11 @@ std::string_view to_string(HcaUnit u) {
   return "?";
 }
 
-Picoseconds result_time(const Step& pred, const StepTimes& t, const Step& succ) {
+Picoseconds result_time(const Step& pred, const StepTimes& t, const Step& succ, const TimingParams& params) {
   if (succ.kind == StepKind::kSwitchEgress) return t.start + (t.arrive - t.done);
+  if (pred.kind == StepKind::kPacket && succ.host == pred.host) {
+    return t.start + params.hca_unit[static_cast<size_t>(HcaUnit::kTx)];
+  }
   if (pred.kind == StepKind::kTlp && pred.dir == LinkDir::kUp && pred.tlp_class == TlpClass::kPosted) return t.done;
   return t.arrive;
 }
@@ -81,6 +84,10 @@ constexpr uint32_t kNoServer = 0xffffffff;
 // In ChainTemplate::succ: the successor is a switch egress, which takes its predecessor's result
 // at the packet's head (result_time()).
 constexpr uint32_t kSwitchEdge = 0x80000000;
+// The successor is on a packet's sending host (a UC or UD send completion): it takes the packet's
+// result when the transmit unit is done with it (result_time()).
+constexpr uint32_t kLocalEdge = 0x40000000;
+constexpr uint32_t kEdgeFlags = kSwitchEdge | kLocalEdge;
 // StepPlacement::flags: what a step does besides occupying its server, tested with one load.
 constexpr uint8_t kPostedUp = 1;  // a posted write up to memory: successors go on once it has left
 constexpr uint8_t kTakes = 2;     // it takes a pool unit or credits
@@ -225,7 +232,7 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
   c.steps.swap(builder.steps());
   builder.clear();
   const size_t n = c.steps.size();
-  if (n >= kSwitchEdge) throw std::length_error("sim::TimingModel: a chain of 2^31 steps or more");
+  if (n >= kLocalEdge) throw std::length_error("sim::TimingModel: a chain of 2^30 steps or more");
   c.start.assign(n, StepState{});
   c.place.resize(n);
   std::vector<uint32_t> succ_count(n, 0);
@@ -284,7 +291,10 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
   for (size_t i = 0; i < n; ++i) {
     for (uint32_t p : c.steps[i].preds) {
       if (p == kNoStep) continue;
-      const uint32_t flag = c.steps[i].kind == StepKind::kSwitchEgress ? kSwitchEdge : 0;
+      const Step& pred = c.steps[p];
+      const uint32_t flag = c.steps[i].kind == StepKind::kSwitchEgress                          ? kSwitchEdge
+                            : pred.kind == StepKind::kPacket && c.steps[i].host == pred.host ? kLocalEdge
+                                                                                              : 0;
       c.succ[c.place[p].succ_end++] = static_cast<uint32_t>(i) | flag;
     }
   }
@@ -480,12 +490,15 @@ void TimingModel::report(Chain& c, uint32_t step, const StepPlacement& s, StepTi
 // write up to memory is done when it has left, anything else when it arrives.
 inline void TimingModel::schedule_successors(Chain& c, uint32_t chain_id, const StepPlacement& s, const StepTimes& t) {
   const Picoseconds result = (s.flags & kPostedUp) != 0 ? t.done : t.arrive;
-  const Picoseconds head = t.start + s.latency;
   for (uint32_t e = s.succ_begin; e < s.succ_end; ++e) {
     const uint32_t edge = c.succ[e];
-    const uint32_t j = edge & ~kSwitchEdge;
+    const uint32_t j = edge & ~kEdgeFlags;
     StepState& sj = c.state[j];
-    const Picoseconds r = (edge & kSwitchEdge) != 0 ? head : result;
+    Picoseconds r = result;
+    if ((edge & kEdgeFlags) != 0) {
+      r = (edge & kSwitchEdge) != 0 ? t.start + s.latency
+                                    : t.start + params_.hca_unit[static_cast<size_t>(HcaUnit::kTx)];
+    }
     if (r > sj.ready) sj.ready = r;
     if (--sj.pending == 0) schedule_step(chain_id, j, sj.ready + c.place[j].wait);
   }

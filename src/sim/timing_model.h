@@ -10,7 +10,8 @@
 //    in order if they are not there; then its server, first come first served;
 //  - its result arrives after the server's service plus the resource's latency: a TLP one_way, a
 //    packet one cable; a switch egress starts cut-through, a hop after its ingress started; what
-//    follows a posted write up to memory waits only for it to leave the device (result_time());
+//    follows a posted write up to memory waits only for it to leave the device, what follows a
+//    packet on its own sending host only for its transmit unit (result_time());
 //  - credits come back fc_update after the TLP arrived; tags when the read's last completion
 //    arrives; a pool unit when the step that releases it has arrived.
 // Each step is one event at its ready time, so resources are claimed in time order. The model keeps
@@ -54,8 +55,9 @@ struct StepTimes {
 // When the result of step `pred` (placed at `t`) is there for its successor `succ`: normally when
 // it arrives; for a switch forwarding cut-through, a hop's latency after the packet's head
 // arrived (start + cable); for a posted write up to memory, as soon as it has left the device
-// (done): the HCA needs no answer to go on, and PCIe keeps posted writes in order.
-Picoseconds result_time(const Step& pred, const StepTimes& t, const Step& succ);
+// (done): the HCA needs no answer to go on, and PCIe keeps posted writes in order; for a step on
+// a packet's sending host (a UC or UD send completion), when the transmit unit is done with it.
+Picoseconds result_time(const Step& pred, const StepTimes& t, const Step& succ, const TimingParams& params);
 
 class ChainListener {
  public:

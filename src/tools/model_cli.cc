@@ -64,7 +64,8 @@ std::string blueflame_text(driver::BlueFlameMode m) {
 // The workload in words, leaving out the parameters named in `skip` (swept ones).
 std::string workload_text(const Workload& w, const std::vector<std::string_view>& skip = {}) {
   auto shown = [&skip](std::string_view name) { return std::find(skip.begin(), skip.end(), name) == skip.end(); };
-  std::string out = std::string(to_string(w.op));
+  std::string out = std::string(to_string(w.pattern)) + " " + std::string(to_string(w.transport)) + " " +
+                    std::string(to_string(w.op));
   if (shown("size")) out += " " + std::to_string(w.size_bytes) + " B";
   if (shown("messages")) out += " x " + std::to_string(w.messages);
   if (shown("qps")) out += ", " + std::to_string(w.qps) + " QP";
@@ -88,6 +89,7 @@ struct Row {
   std::string up;
   std::string busiest;
   std::string util;
+  std::string half_rtt;
 };
 
 Row row_of(const ModelPoint& p) {
@@ -103,7 +105,8 @@ Row row_of(const ModelPoint& p) {
              fixed(per_msg(t.wire_down_bytes, n), 1),
              fixed(per_msg(t.wire_up_bytes, n), 1),
              b.name,
-             fixed(b.utilization * 100, 1)};
+             fixed(b.utilization * 100, 1),
+             fixed(ns(p.run.half_rtt), 1)};
 }
 
 }  // namespace
@@ -129,10 +132,14 @@ std::string format_model_table(const ModelReport& r) {
     size_t width;
   };
   const Col cols[] = {{"Mmsg/s", 9}, {"Gb/s", 8}, {"post ns", 9}, {"MMIO/msg", 10}, {"down B/msg", 11}, {"up B/msg", 10}};
+  // A ping-pong's half round trip, when the workload (or a sweep of it) has one.
+  bool pingpong = r.workload->pattern == Pattern::kPingPong;
+  for (const ModelPoint& p : r.points) pingpong = pingpong || p.run.workload.pattern == Pattern::kPingPong;
   std::string header = " ";
   if (r.series != nullptr) header += pad(series_title, sw + 2, true);
   if (r.sweep != nullptr) header += pad(x_title, xw, false);
   for (const Col& c : cols) header += pad(c.title, c.width);
+  if (pingpong) header += pad("half RTT ns", 13);
   header += "   " + pad("busiest", bw, true) + pad("busy %", 7);
   std::string rule(header.size(), '-');
   rule[0] = ' ';
@@ -143,6 +150,7 @@ std::string format_model_table(const ModelReport& r) {
     if (r.sweep != nullptr) line += pad(row.x, xw, false);
     const std::string cells[] = {row.rate, row.gbps, row.latency, row.doorbells, row.down, row.up};
     for (size_t i = 0; i < std::size(cols); ++i) line += pad(cells[i], cols[i].width);
+    if (pingpong) line += pad(row.half_rtt, 13);
     line += "   " + pad(row.busiest, bw, true) + pad(row.util, 7);
     out += line + "\n";
   }
@@ -150,6 +158,10 @@ std::string format_model_table(const ModelReport& r) {
   out += " Mmsg/s: closed-loop message rate (modeled time). post ns: one post on an idle machine, to the CPU\n"
          " having polled its CQE. MMIO/msg: doorbells and BlueFlame lines per message. down/up B/msg: PCIe wire\n"
          " bytes of the requester per message. busiest: the resource with the most busy time (name@host).\n";
+  if (pingpong) {
+    out += " half RTT ns: ping-pong, half of the median round trip from one of host 0's posts to its next\n"
+           " (perftest's t_typical); Mmsg/s there counts round trips.\n";
+  }
   if (r.points.size() == 1) {
     const ModelPoint& p = r.points[0];
     out += "\n Latency of one post along the seed's steps (ns):";
@@ -235,12 +247,19 @@ std::string format_model_json(const ModelReport& r) {
                       {"busiest", {{"name", b.name}, {"utilization", b.utilization}}},
                       {"scheduler_events", p.run.scheduler_events},
                       {"replayed_posts", p.run.replayed_posts}});
+    if (p.run.workload.pattern == Pattern::kPingPong) {
+      points.back()["half_rtt_ns"] = ns(p.run.half_rtt);
+      points.back()["half_rtt_min_ns"] = ns(p.run.half_rtt_min);
+      points.back()["half_rtt_max_ns"] = ns(p.run.half_rtt_max);
+    }
   }
   nlohmann::json j = {
       {"tool", "softhca model"},
       {"profile", {{"name", r.profile->name}, {"description", r.profile->description}, {"parameters", params}}},
       {"workload",
-       {{"op", to_string(w.op)},
+       {{"pattern", to_string(w.pattern)},
+        {"transport", to_string(w.transport)},
+        {"op", to_string(w.op)},
         {"size_bytes", w.size_bytes},
         {"messages", w.messages},
         {"qps", w.qps},
@@ -298,6 +317,8 @@ struct ModelOptions {
   std::string profile{kDefaultProfileName};
   std::vector<std::string> overrides;
   std::string op = "write";
+  std::string pattern = "stream";
+  std::string transport = "rc";
   Workload w;
   bool inline_data = false;
   std::string blueflame = "off";
@@ -347,6 +368,8 @@ int run(const ModelOptions& o) {
       return 0;
     }
     apply_parameter(profile, w, "op", o.op);
+    apply_parameter(profile, w, "workload", o.pattern);
+    apply_parameter(profile, w, "transport", o.transport);
     apply_parameter(profile, w, "blueflame", o.blueflame);
     w.inline_data = o.inline_data;
     if (!o.sweep.empty()) sweep = parse_axis(o.sweep);
@@ -407,19 +430,29 @@ void add_model_command(CLI::App& app) {
       "Runs a closed-loop workload from softhca_0 to softhca_1 in virtual time through the real verbs\n"
       "API and device model, and a one-post latency run, on a machine profile. Sweep one parameter with\n"
       "--sweep NAME=VALUES (a workload parameter: size, messages, qps, threads, postlist, signal_period,\n"
-      "depth, inline, blueflame, op; or a profile key such as pcie.rtt_ns or pcie.generation), and cross it\n"
+      "depth, inline, blueflame, op, transport, workload; or a profile key such as pcie.rtt_ns or pcie.generation), and cross it\n"
       "with --series NAME=VALUES. VALUES: a,b,c or START:STOP:STEP or START:STOP:xFACTOR.\n"
       "Examples:\n"
       "  softhca model --postlist 32 --inline --signal-period 16\n"
+      "  softhca model --workload pingpong --op send --profile x86-gen3-cx4-edr\n"
+      "  softhca model --transport ud --op send --size 64\n"
       "  softhca model --sweep postlist=1:64:x2 --series inline=off,on --svg rate.svg\n"
       "  softhca model --profile x86-gen3-cx4-edr --set pcie.rtt_ns=250 --format json\n"
       "docs/timing-model.md describes the model and every parameter.");
   m->add_option("--profile", o->profile, "Machine profile: a built-in name or a TOML file")->capture_default_str();
   m->add_option("--set", o->overrides, "Override one profile value, KEY=VALUE (repeatable)");
+  m->add_option("--workload", o->pattern,
+                "stream (host 0 posts closed-loop) or pingpong (both hosts post and poll, perftest's _lat: "
+                "reports half the round trip)")
+      ->check(CLI::IsMember({"stream", "pingpong"}))
+      ->capture_default_str();
+  m->add_option("--transport", o->transport, "QP transport: rc, uc (write, send) or ud (send, with a GRH)")
+      ->check(CLI::IsMember({"rc", "uc", "ud"}))
+      ->capture_default_str();
   m->add_option("--op", o->op, "Operation: write, read, send or atomic")->capture_default_str();
   m->add_option("--size", o->w.size_bytes, "Message size [bytes]")->capture_default_str();
   m->add_option("-n,--messages", o->w.messages, "Messages in the closed loop (over all QPs)")->capture_default_str();
-  m->add_option("--qps", o->w.qps, "RC QPs")->capture_default_str();
+  m->add_option("--qps", o->w.qps, "QPs")->capture_default_str();
   m->add_option("--threads", o->w.threads, "CPU threads posting (QP q on thread q % threads)")->capture_default_str();
   m->add_option("--postlist", o->w.postlist, "WRs per ibv_post_send")->capture_default_str();
   m->add_flag("--inline", o->inline_data, "Send the payload inline (write, send)");

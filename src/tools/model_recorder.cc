@@ -70,6 +70,9 @@ void ChainRecorder::begin(sim::ChainBuilder& out, const PostInfo& info) {
   out_ = &out;
   info_ = info;
   cqes_ = 0;
+  peer_cqe_ = kNoStep;
+  peer_write_last_ = kNoStep;
+  arrival_tagged_ = false;
   doorbells_ = 0;
   blueflame_lines_ = 0;
   for (Device& d : devices_) d = Device{};
@@ -89,6 +92,11 @@ uint32_t ChainRecorder::end() {
   for (Device& d : devices_) close_read(d);
   for (const auto& q : in_flight_) {
     if (!q.empty()) throw std::logic_error("model recorder: a packet was sent but never received in its post");
+  }
+  const uint32_t arrival = peer_cqe_ != kNoStep ? peer_cqe_ : peer_write_last_;
+  if (info_.arrival_tag != 0 && arrival != kNoStep) {
+    out_->at(arrival).tag = info_.arrival_tag;
+    arrival_tagged_ = true;
   }
   out_ = nullptr;
   return cqes_;
@@ -234,17 +242,21 @@ void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
       unit.unit = sim::HcaUnit::kCompletion;
       unit.phase = Phase::kCqeWrite;
       unit.host = static_cast<uint8_t>(d);
-      const uint32_t u = out_->add(unit, rx.tail != kNoStep ? rx.tail : cause_step);
+      // A requester CQE with no response to wait for (UC, UD) follows the request's last packet.
+      const bool after_send = requester && !rx.active && dev.send.packet_last != kNoStep;
+      const uint32_t u = out_->add(unit, after_send ? dev.send.packet_last : rx.tail != kNoStep ? rx.tail : cause_step);
       const uint32_t w = add_tlp(d, tlp, Phase::kCqeWrite, u);
       if (tlp.cause == TlpCause::kCqeWrite && requester && info_.first_cqe_tag != 0) {
         out_->at(w).tag = info_.first_cqe_tag + cqes_;
         ++cqes_;
       }
+      if (tlp.cause == TlpCause::kCqeWrite && !requester && peer_cqe_ == kNoStep) peer_cqe_ = w;
       rx.tail = w;
       return;
     }
     case TlpCause::kPayloadWrite: {
       rx.tail = add_tlp(d, tlp, rx_phase, cause_step);
+      if (!requester) peer_write_last_ = rx.tail;
       return;
     }
     case TlpCause::kAtomic:
@@ -305,6 +317,7 @@ void ChainRecorder::on_packet(uint64_t, uint32_t d, runtime::PacketDirection dir
     const uint32_t data = dev.send.payload_last != kNoStep ? dev.send.payload_last : dev.send.wqe_step;
     const uint32_t t = transmit(d, bytes, dst, Phase::kWire, data, kNoStep);
     dev.send.payload_last = kNoStep;
+    dev.send.packet_last = t;
     if (!v.valid || v.op.ends_message() || v.op.kind == fabric::OpKind::kRdmaReadRequest) {
       // The WQE has left: its slot is free once the transmit unit handled its last packet.
       out_->at(t).release_pool = info_.qp_slots;

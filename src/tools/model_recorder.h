@@ -6,7 +6,8 @@
 //   WQE read MRd <- doorbell unit; CplD <- its MRd; WQE k parsed <- the CplD holding its last byte;
 //   payload MRd <- its WQE; request packet <- its payload's last CplD (or its WQE);
 //   packet received <- the same packet sent (per destination, in order); a responder's DMA and
-//   replies <- the packet that caused them; a CQE <- the completion unit <- the ACK or response.
+//   replies <- the packet that caused them; a CQE <- the completion unit <- the ACK or response
+//   (UC and UD, which have none: <- the request's last packet, once transmitted).
 // Device i is host i. Lives in tools because it needs pcie, fabric and runtime types; the steps it
 // makes are sim's plain types.
 #pragma once
@@ -30,6 +31,10 @@ struct PostInfo {
   uint32_t wqes = 1;          // WQEs in the post (all the same size)
   uint32_t qp_slots = sim::kNoPool;  // the QP's pool of WQEs in flight
   uint32_t first_cqe_tag = 0;  // the k-th requester CQE of the post gets tag first_cqe_tag + k (0: none)
+  // Non-zero: this tag goes to the step after which the peer's CPU can see the message: its
+  // receive CQE (SEND), else the last payload write into its memory (WRITE: perftest's
+  // ib_write_lat polls the last byte of its buffer).
+  uint32_t arrival_tag = 0;
 };
 
 class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
@@ -42,6 +47,8 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   // Finishes the chain. Returns the number of requester CQEs it carries (tagged steps).
   uint32_t end();
   [[nodiscard]] bool recording() const { return out_ != nullptr; }
+  // After end(): whether PostInfo::arrival_tag found its step.
+  [[nodiscard]] bool arrival_tagged() const { return arrival_tagged_; }
 
   void on_tlp(uint64_t seq, uint32_t device, const pcie::Tlp& tlp) override;
   void on_packet(uint64_t seq, uint32_t device, runtime::PacketDirection dir, std::span<const uint8_t> packet) override;
@@ -63,6 +70,7 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
     uint32_t wqe_index = 0;             // WQEs started so far
     uint32_t wqe_step = sim::kNoStep;   // the current WQE's parse step; kNoStep between WQEs
     uint32_t payload_last = sim::kNoStep;  // last payload CplD since the previous packet
+    uint32_t packet_last = sim::kNoStep;   // the last request packet sent
   };
   // A device's receive side: what the packet it is handling made it do.
   struct RxContext {
@@ -105,6 +113,9 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   PostInfo info_;
   uint32_t root_ = sim::kNoStep;
   uint32_t cqes_ = 0;
+  uint32_t peer_cqe_ = sim::kNoStep;         // the first receive CQE on another device than the requester
+  uint32_t peer_write_last_ = sim::kNoStep;  // the last payload write on another device
+  bool arrival_tagged_ = false;
   std::vector<Device> devices_;
   std::vector<std::deque<InFlight>> in_flight_;  // per destination device
   uint64_t events_ = 0;

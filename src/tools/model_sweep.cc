@@ -54,7 +54,7 @@ SweepAxis parse_axis(std::string_view spec) {
   a.name = std::string(spec.substr(0, eq));
   if (!is_workload_parameter(a.name) && sim::find_profile_key(a.name) == nullptr) {
     throw std::invalid_argument("\"" + a.name + "\" is neither a workload parameter (size, messages, qps, threads, "
-                                "postlist, signal_period, depth, inline, blueflame, op) nor a profile key "
+                                "postlist, signal_period, depth, inline, blueflame, op, transport, workload) nor a profile key "
                                 "(softhca model --show-profile lists them)");
   }
   if (changes_byte_model(a.name)) {
@@ -93,7 +93,7 @@ SweepAxis parse_axis(std::string_view spec) {
 
 bool is_workload_parameter(std::string_view n) {
   return n == "size" || n == "messages" || n == "qps" || n == "threads" || n == "postlist" || n == "signal_period" ||
-         n == "depth" || n == "inline" || n == "blueflame" || n == "op";
+         n == "depth" || n == "inline" || n == "blueflame" || n == "op" || n == "transport" || n == "workload";
 }
 
 void apply_parameter(sim::MachineProfile& p, Workload& w, std::string_view name, std::string_view value) {
@@ -131,6 +131,14 @@ void apply_parameter(sim::MachineProfile& p, Workload& w, std::string_view name,
     const auto op = operation_from_string(value);
     if (!op) throw std::invalid_argument("op is write, read, send or atomic, not " + std::string(value));
     w.op = *op;
+  } else if (name == "transport") {
+    const auto t = transport_from_string(value);
+    if (!t) throw std::invalid_argument("transport is rc, uc or ud, not " + std::string(value));
+    w.transport = *t;
+  } else if (name == "workload") {
+    const auto pat = pattern_from_string(value);
+    if (!pat) throw std::invalid_argument("workload is stream or pingpong, not " + std::string(value));
+    w.pattern = *pat;
   } else {
     if (auto err = sim::set_profile_what_if(p, name, value)) throw std::invalid_argument(*err);
     if (auto err = sim::validate(p)) throw std::invalid_argument(std::string(name) + "=" + std::string(value) + ": " + *err);
@@ -157,7 +165,7 @@ std::vector<ModelPoint> run_model(const sim::MachineProfile& profile, const Work
       ModelPoint pt;
       pt.series = sv;
       pt.x = xv;
-      pt.run = run_closed_loop(p, w, options);
+      pt.run = run_workload(p, w, options);
       pt.latency = measure_latency(p, w);
       points.push_back(std::move(pt));
       if (progress) progress(points.size(), total);

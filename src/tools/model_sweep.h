@@ -26,7 +26,8 @@ struct SweepAxis {
 SweepAxis parse_axis(std::string_view spec);
 
 // Workload parameters a sweep can set: size, messages, qps, threads, postlist, signal_period,
-// depth, inline (0/1), blueflame (off, auto, on), op (write, read, send, atomic).
+// depth, inline (0/1), blueflame (off, auto, on), op (write, read, send, atomic), transport (rc,
+// uc, ud), workload (stream, pingpong).
 bool is_workload_parameter(std::string_view name);
 // Sets a workload parameter or profile key from text; throws std::invalid_argument.
 void apply_parameter(sim::MachineProfile& p, Workload& w, std::string_view name, std::string_view value);

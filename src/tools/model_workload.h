@@ -1,9 +1,6 @@
-// Closed-loop workloads in virtual time: the workload generator posts through the real verbs API
-// (the same driver and device code as live mode) on a sim-mode runtime installed for this process
-// (a virtual clock, taps, no agent thread), records each post's causal chain (model_recorder.h)
-// and places it on the timing model (sim/timing_model.h). It posts again when its modeled
-// completions have arrived and its send queue has room. Two hosts: softhca_0 posts, softhca_1
-// answers. Deterministic: the same profile and workload give the same result, bit for bit.
+// The timing model's workloads and what they report: a stream (host 0 posts closed-loop) or a
+// ping-pong (both hosts post and poll, perftest's _lat) on RC, UC or UD, through the real verbs API
+// and device on a sim-mode runtime; virtual time in ps, deterministic bit for bit.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -18,6 +15,7 @@
 #include "sim/chain.h"
 #include "sim/machine_profile.h"
 #include "sim/timing_model.h"
+#include "tools/model_sim_runtime.h"
 
 namespace softhca::tools {
 
@@ -25,11 +23,26 @@ enum class Operation : uint8_t { kWrite, kRead, kSend, kAtomic };
 std::string_view to_string(Operation op);
 std::optional<Operation> operation_from_string(std::string_view s);
 
+// The QPs' transport service: RC (all operations), UC (write, send), UD (send, one packet each).
+enum class Transport : uint8_t { kRc, kUc, kUd };
+std::string_view to_string(Transport t);
+std::optional<Transport> transport_from_string(std::string_view s);
+
+// stream: softhca_0 posts closed-loop while its send queues have room, softhca_1's CPU does nothing
+// (receives re-posted untimed). pingpong: host 0 posts a message, host 1's CPU polls for it (SEND:
+// its receive CQE; WRITE: the last byte of its buffer) and posts the same message back, host 0
+// polls for that and posts again (perftest's ib_send_lat, ib_write_lat).
+enum class Pattern : uint8_t { kStream, kPingPong };
+std::string_view to_string(Pattern p);
+std::optional<Pattern> pattern_from_string(std::string_view s);
+
 struct Workload {
+  Pattern pattern = Pattern::kStream;
+  Transport transport = Transport::kRc;
   Operation op = Operation::kWrite;
   uint32_t size_bytes = 8;        // per message (atomics: 8)
-  uint64_t messages = 1024;       // in total, spread over the QPs
-  uint32_t qps = 1;               // RC QPs from host 0 to host 1
+  uint64_t messages = 1024;       // in total, spread over the QPs (pingpong: round trips, 1 QP)
+  uint32_t qps = 1;               // QPs from host 0 to host 1
   uint32_t threads = 1;           // CPU threads of host 0; QP q belongs to thread q % threads
   uint32_t postlist = 1;          // WRs per ibv_post_send
   bool inline_data = false;       // IBV_SEND_INLINE (write and send only)
@@ -66,6 +79,13 @@ struct RunResult {
   uint64_t scheduler_events = 0;
   uint64_t steps = 0;
   uint64_t replayed_posts = 0;  // posts whose chain was replayed (RunOptions::replay)
+  // Completion tags kept at most at once (TagWindow): bounded by the completions in flight.
+  uint64_t peak_pending_tags = 0;
+  // Ping-pong: each round trip is from one of host 0's posts to its next (perftest's timestamps);
+  // half of it, the median over the round trips (perftest's t_typical), the least and the most.
+  Picoseconds half_rtt{0};
+  Picoseconds half_rtt_min{0};
+  Picoseconds half_rtt_max{0};
 };
 
 struct RunOptions {
@@ -77,18 +97,13 @@ struct RunOptions {
   bool replay = false;
 };
 
-// The PCIe byte model a profile implies (P3, P4, P6, K2), for the runtime's devices.
-pcie::PcieConfig pcie_config_of(const sim::MachineProfile& p);
-
-// Makes sure this process's runtime is the sim-mode one, with two devices and the byte model of
-// `p`. The first call installs it (before any verbs call); later calls check that the byte model
-// has not changed. Throws std::runtime_error when that cannot be (a live runtime is already in
-// use, or a profile with another byte model was used first).
-void ensure_sim_runtime(const sim::MachineProfile& p);
-
-// Runs the workload closed-loop to the end. Throws std::invalid_argument (bad workload) or
-// std::runtime_error (a verbs call or a completion failed).
+// Runs the workload's stream closed-loop to the end (whatever w.pattern says). Throws
+// std::invalid_argument (bad workload) or std::runtime_error (a verbs call or a completion failed).
 RunResult run_closed_loop(const sim::MachineProfile& p, const Workload& w, const RunOptions& options = {});
+// Runs w.messages round trips of a ping-pong (model_pingpong.h); throws as run_closed_loop().
+RunResult run_pingpong(const sim::MachineProfile& p, const Workload& w);
+// The run w.pattern names.
+RunResult run_workload(const sim::MachineProfile& p, const Workload& w, const RunOptions& options = {});
 
 // One post of `w.postlist` WRs (only the last signaled) on an idle machine, through completion
 // and poll; the time of each of the seed's steps along the critical path.
