@@ -24,7 +24,8 @@
 #include "runtime/fabric_registry.h"
 #include "runtime/irq_socket.h"
 #include "runtime/shared_kernel.h"
-#include "runtime/shared_memory.h"
+#include "runtime/memory_publisher.h"
+#include "runtime/peer_memory.h"
 #include "runtime/slot_data.h"
 #include "runtime/stats_json.h"
 

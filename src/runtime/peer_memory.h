@@ -1,0 +1,58 @@
+// DMA addresses of any process of the host resolved in this process (HostBridge::map across
+// processes): own addresses are pointers; a peer's published ranges are mapped on first use and
+// cached. Leaves out publishing (memory_publisher.h). Units: bytes, DMA addresses.
+#pragma once
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "runtime/range_table.h"
+
+namespace softhca::runtime {
+
+// Not thread-safe: the caller serialises (it holds the device lock). A cache hit costs no system
+// call and no allocation: a scan of the slot's few cached mappings and one atomic load. Mappings
+// are MADV_DONTFORK (a fork child is no device); one whose range the owner unpublished goes at the
+// slot's next slow-path lookup.
+class PeerMemory {
+ public:
+  // table_of(slot) / pid_of(slot): the slot's RangeTable and pid (nullptr / 0 when the slot is
+  // free). Addresses of my_slot resolve directly to this process's pointers.
+  PeerMemory(uint32_t my_slot, std::function<const RangeTable*(uint32_t)> table_of,
+             std::function<pid_t(uint32_t)> pid_of);
+  ~PeerMemory();
+  PeerMemory(const PeerMemory&) = delete;
+  PeerMemory& operator=(const PeerMemory&) = delete;
+
+  // The memory at dma_addr: at most len bytes, contiguous, inside one published range; empty when
+  // nothing is published there (a DMA fault) or the owner cannot be opened.
+  std::span<uint8_t> map(uint64_t dma_addr, size_t len);
+  // The slot's process is gone (or the slot was reused): unmaps everything cached for it.
+  void forget(uint32_t slot);
+
+ private:
+  struct Cached {
+    uint64_t va = 0;  // owner's range [va, va + length)
+    uint64_t length = 0;
+    uint64_t generation = 0;
+    uint32_t index = 0;
+    uint8_t* local = nullptr;  // our mapping of the range
+  };
+  struct Peer {
+    const RangeTable* table = nullptr;
+    std::vector<Cached> cached;
+  };
+  std::span<uint8_t> map_slow(uint32_t slot, uint64_t va, size_t len);
+  static void drop_stale(Peer& peer);
+
+  uint32_t my_slot_;
+  std::function<const RangeTable*(uint32_t)> table_of_;
+  std::function<pid_t(uint32_t)> pid_of_;
+  std::vector<Peer> peers_;  // by slot
+};
+
+}  // namespace softhca::runtime
