@@ -43,6 +43,19 @@ void PeerMemory::drop_stale(Peer& peer) {
   });
 }
 
+void PeerMemory::drop_unpublished() {
+  for (Peer& peer : peers_) {
+    if (peer.cached.empty()) continue;
+    // Acquire: pairs with the owner's release increment, which follows its odd generation store,
+    // so every entry retired before the count we read is seen stale by drop_stale(). An entry
+    // retired after it moves the count again: the next call drops it.
+    const uint32_t now = peer.table->unpublished.load(std::memory_order_acquire);
+    if (now == peer.seen_unpublished) continue;
+    peer.seen_unpublished = now;
+    drop_stale(peer);
+  }
+}
+
 std::span<uint8_t> PeerMemory::map_slow(uint32_t slot, uint64_t va, size_t len) {
   if (slot >= peers_.size()) peers_.resize(slot + 1);
   Peer& peer = peers_[slot];
@@ -52,6 +65,7 @@ std::span<uint8_t> PeerMemory::map_slow(uint32_t slot, uint64_t va, size_t len) 
     peer.table = table;
   }
   if (table == nullptr) return {};
+  if (peer.cached.empty()) peer.seen_unpublished = table->unpublished.load(std::memory_order_acquire);
   drop_stale(peer);  // what the owner no longer publishes
   const uint32_t used = std::min(table->used.load(std::memory_order_acquire), kRangeTableCapacity);
   for (uint32_t i = 0; i < used; ++i) {
@@ -94,6 +108,19 @@ void PeerMemory::forget(uint32_t slot) {
   for (const Cached& c : peer.cached) ::munmap(c.local, c.length);
   peer.cached.clear();
   peer.table = nullptr;
+}
+
+size_t PeerMemory::mapped_ranges() const {
+  size_t n = 0;
+  for (const Peer& p : peers_) n += p.cached.size();
+  return n;
+}
+
+uint64_t PeerMemory::mapped_bytes() const {
+  uint64_t n = 0;
+  for (const Peer& p : peers_)
+    for (const Cached& c : p.cached) n += c.length;
+  return n;
 }
 
 }  // namespace softhca::runtime

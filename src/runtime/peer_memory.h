@@ -16,8 +16,7 @@ namespace softhca::runtime {
 
 // Not thread-safe: the caller serialises (it holds the device lock). A cache hit costs no system
 // call and no allocation: a scan of the slot's few cached mappings and one atomic load. Mappings
-// are MADV_DONTFORK (a fork child is no device); one whose range the owner unpublished goes at the
-// slot's next slow-path lookup.
+// are MADV_DONTFORK (a fork child is no device).
 class PeerMemory {
  public:
   // table_of(slot) / pid_of(slot): the slot's RangeTable and pid (nullptr / 0 when the slot is
@@ -31,8 +30,17 @@ class PeerMemory {
   // The memory at dma_addr: at most len bytes, contiguous, inside one published range; empty when
   // nothing is published there (a DMA fault) or the owner cannot be opened.
   std::span<uint8_t> map(uint64_t dma_addr, size_t len);
+  // Unmaps every cached range its owner no longer publishes, so that nothing here keeps the pages
+  // of a deregistration alive. Costs one atomic load per peer with cached ranges when no owner
+  // unpublished anything since the last call (RangeTable::unpublished); the runtime calls it at
+  // the end of every device entry, the agent's periodic one included.
+  void drop_unpublished();
   // The slot's process is gone (or the slot was reused): unmaps everything cached for it.
   void forget(uint32_t slot);
+
+  // Ranges mapped now, and their bytes (tests and stats).
+  [[nodiscard]] size_t mapped_ranges() const;
+  [[nodiscard]] uint64_t mapped_bytes() const;
 
  private:
   struct Cached {
@@ -44,6 +52,7 @@ class PeerMemory {
   };
   struct Peer {
     const RangeTable* table = nullptr;
+    uint32_t seen_unpublished = 0;  // table->unpublished when its stale ranges were last dropped
     std::vector<Cached> cached;
   };
   std::span<uint8_t> map_slow(uint32_t slot, uint64_t va, size_t len);

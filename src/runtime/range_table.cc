@@ -42,6 +42,8 @@ void RangeTable::retire(uint32_t index) {
   // Odd: readers and caches holding the old generation now miss. Release: a peer that sees it
   // also sees that we are done with the range (a later close of the fd comes after).
   e.generation.store(g + 1, std::memory_order_release);
+  // After the generation: a peer that sees the new count and then loads the generation sees it odd.
+  unpublished.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace softhca::runtime

@@ -40,7 +40,9 @@ struct RangeSnapshot {
 // bytes are an empty table, so a zero-filled shared mapping can be used as one.
 struct RangeTable {
   std::atomic<uint32_t> used;  // entries [0, used) may hold ranges; only grows (release)
-  uint32_t reserved_04;
+  // Bumped (release) after every unpublish: a peer that sees it change drops its mappings of
+  // entries whose generation moved (PeerMemory::drop_unpublished). Wraps; compared for equality.
+  std::atomic<uint32_t> unpublished;
   RangeEntry entries[kRangeTableCapacity];
 
   // The entry's range if it currently holds one (seqlock read, no system call).
@@ -53,11 +55,13 @@ struct RangeTable {
   // Owner side, serialised by the owner: writes `range` into entry `index` (its generation moves
   // from even to odd to even) and makes sure `used` covers it.
   void write(uint32_t index, const RangeSnapshot& range);
-  // Owner side: entry `index` is no range any more (its generation turns odd).
+  // Owner side: entry `index` is no range any more (its generation turns odd), then `unpublished`
+  // moves on.
   void retire(uint32_t index);
 };
 static_assert(std::is_standard_layout_v<RangeEntry> && sizeof(RangeEntry) == 40);
 static_assert(std::is_standard_layout_v<RangeTable>);
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free &&
+              std::atomic<uint32_t>::is_always_lock_free);
 
 }  // namespace softhca::runtime

@@ -109,7 +109,12 @@ class SharedRuntime::Impl final : public DeviceSlot,
     explicit Entry(Impl& impl) : impl_(impl) {
       if (impl_.segment_->lock_device()) impl_.sweep_locked();
     }
-    ~Entry() { impl_.segment_->unlock_device(); }
+    // Before the lock goes: ranges their owners unpublished are unmapped here, so that no mapping
+    // of this process keeps a deregistration's pages alive (PeerMemory::drop_unpublished).
+    ~Entry() {
+      if (impl_.peers_ != nullptr) impl_.peers_->drop_unpublished();
+      impl_.segment_->unlock_device();
+    }
     Entry(const Entry&) = delete;
     Entry& operator=(const Entry&) = delete;
 

@@ -1,7 +1,7 @@
 // Registered memory reachable by other processes (src/runtime/memory_publisher.h, peer_memory.h):
 // a pin's DMA address names its window, peers map the same pages through the published memfd, an
-// unpin takes them away from peers at once, and a fork child gets private copies yet reaches its
-// parent's registrations as a peer.
+// unpin takes them away from peers at once and their next drop_unpublished() unmaps them, and a
+// fork child gets private copies yet reaches its parent's registrations as a peer.
 #include "runtime/memory_publisher.h"
 
 #include <gtest/gtest.h>
@@ -173,6 +173,44 @@ TEST(MemoryPublisher, CoherentMemoryIsPublishedAndAnUnpinUnpublishesAtOnce) {
 
   pub.free_coherent(ring);
   EXPECT_TRUE(peer.map(ring.dma_addr, 8).empty());
+  ::munmap(seg, sizeof(Segment));
+}
+
+TEST(MemoryPublisher, APeerUnmapsWhatItCachedOfAnUnpinnedRangeAtItsNextDropUnpublished) {
+  Segment* seg = map_segment();
+  ASSERT_NE(seg, nullptr);
+  MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
+  PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
+  const size_t len = 16 * page();
+  auto* app = static_cast<uint8_t*>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(app, MAP_FAILED);
+  const uint64_t kept = pub.pin(app, page(), PinAccess::kWrite);  // stays pinned throughout
+  const uint64_t dma = pub.pin(app + page(), len - page(), PinAccess::kWrite);
+  ASSERT_TRUE(kept != 0 && dma != 0);
+  ASSERT_NE(peer_byte(peer, kept), nullptr);
+  ASSERT_NE(peer_byte(peer, dma), nullptr);
+  EXPECT_EQ(peer.mapped_ranges(), 2u);
+  peer.drop_unpublished();
+  EXPECT_EQ(peer.mapped_ranges(), 2u) << "nothing was unpublished";
+
+  const uint64_t mapped = test::mapped_memfd_bytes();
+  pub.unpin(dma, len - page());
+  // Expect: the peer's mapping of the unpinned range goes at its next drop_unpublished() (the end
+  // of its next device entry), with no lookup of that range, and nothing else goes with it.
+  peer.drop_unpublished();
+  EXPECT_EQ(peer.mapped_ranges(), 1u);
+  EXPECT_EQ(peer.mapped_bytes(), page());
+  // This process's maps: the application's pages and the window (both given back) and the peer's
+  // mapping are gone; what stays is the kept page, its window and the peer's view of it.
+  EXPECT_EQ(test::mapped_memfd_bytes(), mapped - 3 * (len - page()));
+  EXPECT_EQ(test::mapped_memfd_bytes(), 3 * page());
+  EXPECT_NE(peer_byte(peer, kept), nullptr);
+  pub.unpin(kept, page());
+  peer.drop_unpublished();
+  EXPECT_EQ(peer.mapped_ranges(), 0u);
+  EXPECT_EQ(test::mapped_memfd_bytes(), 0u);
+  EXPECT_EQ(test::open_memfds(), 0);
+  ::munmap(app, len);
   ::munmap(seg, sizeof(Segment));
 }
 
