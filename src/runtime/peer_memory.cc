@@ -9,12 +9,20 @@
 #include <cstdio>
 
 #include "pcie/host_bridge.h"
+#include "runtime/pinned_pages.h"
 
 namespace softhca::runtime {
 
 PeerMemory::PeerMemory(uint32_t my_slot, std::function<const RangeTable*(uint32_t)> table_of,
                        std::function<pid_t(uint32_t)> pid_of)
-    : my_slot_(my_slot), table_of_(std::move(table_of)), pid_of_(std::move(pid_of)) {}
+    : my_slot_(my_slot),
+      table_of_(std::move(table_of)),
+      pid_of_(std::move(pid_of)),
+      fork_generation_(PinnedPages::fork_generation()) {}
+
+void PeerMemory::unmap(const Cached& c) const {
+  if (PinnedPages::fork_generation() == fork_generation_) ::munmap(c.local, c.length);
+}
 
 PeerMemory::~PeerMemory() {
   for (uint32_t slot = 0; slot < peers_.size(); ++slot) forget(slot);
@@ -38,7 +46,7 @@ std::span<uint8_t> PeerMemory::map(uint64_t dma_addr, size_t len) {
 void PeerMemory::drop_stale(Peer& peer) {
   std::erase_if(peer.cached, [&](const Cached& c) {
     if (peer.table->generation(c.index) == c.generation) return false;
-    ::munmap(c.local, c.length);
+    unmap(c);
     return true;
   });
 }
@@ -105,7 +113,7 @@ std::span<uint8_t> PeerMemory::map_slow(uint32_t slot, uint64_t va, size_t len) 
 void PeerMemory::forget(uint32_t slot) {
   if (slot >= peers_.size()) return;
   Peer& peer = peers_[slot];
-  for (const Cached& c : peer.cached) ::munmap(c.local, c.length);
+  for (const Cached& c : peer.cached) unmap(c);
   peer.cached.clear();
   peer.table = nullptr;
 }

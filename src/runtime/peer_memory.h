@@ -56,12 +56,16 @@ class PeerMemory {
     std::vector<Cached> cached;
   };
   std::span<uint8_t> map_slow(uint32_t slot, uint64_t va, size_t len);
-  static void drop_stale(Peer& peer);
+  void drop_stale(Peer& peer);
+  // Unmaps a cached range, unless this is a fork child: its mappings (MADV_DONTFORK) were never
+  // the child's, and the addresses may hold the child's own memory by now.
+  void unmap(const Cached& c) const;
 
   uint32_t my_slot_;
   std::function<const RangeTable*(uint32_t)> table_of_;
   std::function<pid_t(uint32_t)> pid_of_;
   std::vector<Peer> peers_;  // by slot
+  uint64_t fork_generation_;  // PinnedPages::fork_generation() when made
 };
 
 }  // namespace softhca::runtime

@@ -65,6 +65,8 @@ struct State {
   }
 };
 
+// Relaxed: it moves only in a fork child's handler, before the child has any other thread, and is
+// read to refuse state made before the fork (MemoryPublisher, PeerMemory).
 std::atomic<uint64_t> g_fork_generation{0};
 
 State& state();

@@ -250,6 +250,39 @@ TEST(MemoryPublisher, AnUnmappedThenRemappedRangeKeepsItsOldPagesForTheOldPinAnd
   ::munmap(seg, sizeof(Segment));
 }
 
+TEST(MemoryPublisher, AForkChildHasNoneOfItsParentsPeerViewsAndForgettingThemUnmapsNothingOfItsOwn) {
+  Segment* seg = map_segment();
+  ASSERT_NE(seg, nullptr);
+  MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
+  PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
+  std::vector<uint8_t> buf(3 * page());
+  const uint64_t dma = pub.pin(buf.data(), buf.size(), PinAccess::kWrite);
+  ASSERT_NE(dma, 0u);
+  uint8_t* view = peer_byte(peer, dma);
+  ASSERT_NE(view, nullptr);
+  auto* view_page = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(view) / page() * page());
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The view is not in the child (MADV_DONTFORK): the child may put memory of its own there...
+    void* own = ::mmap(view_page, page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                       -1, 0);
+    if (own != view_page) ::_exit(20);
+    view_page[0] = 0x5a;
+    // ... which forgetting the inherited views leaves alone.
+    peer.forget(kMySlot);
+    ::_exit(view_page[0] == 0x5a ? 0 : 21);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's steps";
+  EXPECT_EQ(peer_byte(peer, dma), view) << "the parent's view is untouched";
+  pub.unpin(dma, buf.size());
+  ::munmap(seg, sizeof(Segment));
+}
+
 // Child side of the fork test; returns the exit code (no gtest in the child).
 int fork_child(Segment* seg, uint8_t* parent_buf, size_t n, uint64_t parent_dma) {
   // Copy-on-fork: the child's copy has the contents, and writing it does not reach the parent.
