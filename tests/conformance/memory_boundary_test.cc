@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,12 @@
 #include "verbs_pair.h"
 
 namespace softhca::conformance {
+
+// How gtest shows the parameter (in test listings and ctest names).
+void PrintTo(Topology topology, std::ostream* out) {
+  *out << (topology == Topology::kTwoDevices ? "two devices" : "loopback");
+}
+
 namespace {
 
 constexpr size_t kRegionBytes = 2 * 4096;
