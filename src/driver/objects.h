@@ -56,11 +56,12 @@ struct Pd {
   std::atomic<uint32_t> users{0};  // MRs, AHs, QPs, SRQs
 };
 
-// The range pinned at registration, kept apart from ibv_mr (which the application can see and
-// scribble on): dereg_mr unpins exactly what reg_mr pinned.
+// The pin made at registration, kept apart from ibv_mr (which the application can see and
+// scribble on): dereg_mr unpins exactly what reg_mr pinned, named by the DMA address the kernel
+// gave (two registrations of one range are two pins).
 struct Mr {
   ibv_mr mr;
-  const void* pinned_addr = nullptr;
+  uint64_t pinned_dma = 0;
   size_t pinned_len = 0;
 };
 

@@ -24,12 +24,20 @@ static_assert(same_bit(IBV_ACCESS_LOCAL_WRITE, hwif::kAccessLocalWrite) &&
               same_bit(IBV_ACCESS_REMOTE_READ, hwif::kAccessRemoteRead) &&
               same_bit(IBV_ACCESS_REMOTE_ATOMIC, hwif::kAccessRemoteAtomic));
 
+// The access a registration pins its pages with: write for every right that lets the device (or a
+// memory window bound through it) store into them, as the kernel's ib_umem_get asks FOLL_WRITE.
+constexpr unsigned int kWritingAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
+constexpr pcie::PinAccess pin_access(unsigned int access) {
+  return (access & kWritingAccess) != 0 ? pcie::PinAccess::kWrite : pcie::PinAccess::kRead;
+}
+
 // Pins [addr, addr + len) and gives its DMA address. 0 or the errno of the failure. A DMA address
 // of 0 is a failure only when the kernel set errno: with the identity mapping, a zero-length
 // registration at address 0 is legitimately 0.
-int pin(pcie::HostKernel& kernel, const void* addr, size_t len, uint64_t& dma) {
+int pin(pcie::HostKernel& kernel, const void* addr, size_t len, pcie::PinAccess access, uint64_t& dma) {
   errno = 0;
-  dma = kernel.pin_user(addr, len);
+  dma = kernel.pin_user(addr, len, access);
   if (dma == 0 && errno != 0) return errno;
   return 0;
 }
@@ -78,10 +86,11 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned 
   if (ctx->caps.max_mr_size != 0 && length > ctx->caps.max_mr_size) return fail_errno<ibv_mr>(EINVAL);
 
   // Pinned first: the device learns the DMA address the kernel gives, and may use it as soon as
-  // CreateMkey returns. Every failure after this point unpins.
+  // CreateMkey returns. Every failure after this point unpins. Write access on pages the
+  // application cannot write fails here with EFAULT, as rdma-core's registration does.
   pcie::HostKernel& kernel = *ctx->link.kernel;
   uint64_t dma = 0;
-  if (int err = pin(kernel, addr, length, dma); err != 0) return fail_errno<ibv_mr>(err);
+  if (int err = pin(kernel, addr, length, pin_access(access), dma); err != 0) return fail_errno<ibv_mr>(err);
   hwif::CreateMkeyIn in;
   in.pdn = pd->pdn;
   in.access = access & kDeviceAccess;
@@ -90,7 +99,7 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned 
   in.length = length;
   hwif::CreateMkeyOut out;
   if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
-    kernel.unpin_user(addr, length);
+    kernel.unpin_user(dma, length);
     return fail_errno<ibv_mr>(err);
   }
   auto* mr = new (std::nothrow) Mr{};
@@ -98,10 +107,10 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned 
     hwif::DestroyMkeyIn d;
     d.lkey = out.lkey;
     (void)hwif::exec_cmd(*ctx->link.cmd, d);
-    kernel.unpin_user(addr, length);
+    kernel.unpin_user(dma, length);
     return fail_errno<ibv_mr>(ENOMEM);
   }
-  mr->pinned_addr = addr;
+  mr->pinned_dma = dma;
   mr->pinned_len = length;
   mr->mr.context = ibpd->context;
   mr->mr.pd = ibpd;
@@ -121,7 +130,7 @@ int dereg_mr(ibv_mr* ibmr) {
   const DeviceLink& link = to_ctx(ibmr->context)->link;
   if (int err = hwif::exec_cmd(*link.cmd, in); err != 0) return err;
   // After DestroyMkey: the key is revoked, so the device no longer reaches the pages.
-  link.kernel->unpin_user(mr->pinned_addr, mr->pinned_len);
+  link.kernel->unpin_user(mr->pinned_dma, mr->pinned_len);
   to_pd(ibmr->pd)->users.fetch_sub(1, std::memory_order_relaxed);
   delete mr;
   return 0;

@@ -16,6 +16,11 @@ struct DmaMemory {
   [[nodiscard]] bool valid() const { return data != nullptr; }
 };
 
+// What a registration lets the device do to its pages. kWrite for any access that lets the device
+// store into them (IBV_ACCESS_LOCAL_WRITE, REMOTE_WRITE, REMOTE_ATOMIC, and MW_BIND, which may
+// grant those to a window: what the kernel's ib_access_writable() counts), kRead otherwise.
+enum class PinAccess : uint8_t { kRead, kWrite };
+
 class HostKernel {
  public:
   virtual ~HostKernel() = default;
@@ -27,9 +32,13 @@ class HostKernel {
 
   // Memory registration: makes [addr, addr + len) reachable by the device and returns the DMA
   // address of addr (the range is contiguous in DMA space), or 0 with errno set. len may be 0.
-  // Pins nest: each pin is undone by one unpin of the same range.
-  virtual uint64_t pin_user(const void* addr, size_t len) = 0;
-  virtual void unpin_user(const void* addr, size_t len) = 0;
+  // As on hardware, the device then reaches the pages that were mapped at registration through
+  // that address until unpin, whatever the application does to its own mapping meanwhile (unmaps
+  // it, maps other memory there, changes its protection). Errors as the kernel's pin of user pages
+  // gives them: EFAULT when a page is not mapped, not readable, or, for PinAccess::kWrite, not
+  // writable. Each pin is undone by one unpin of the DMA address it returned and the same length.
+  virtual uint64_t pin_user(const void* addr, size_t len, PinAccess access) = 0;
+  virtual void unpin_user(uint64_t dma_addr, size_t len) = 0;
 
   // An interrupt vector: returns a file descriptor that becomes readable when the device raises
   // *vector (HostBridge::deliver_msi), or -1 with errno. The fd is what applications poll.

@@ -19,7 +19,9 @@ namespace softhca::runtime {
 
 namespace {
 constexpr uint64_t kMagic = 0x534f'4654'4843'4131ull;  // "SOFTHCA1"
-constexpr uint32_t kVersion = 2;  // 2: PCIe counters in the slot data (slot_data.h)
+// 2: PCIe counters in the slot data (slot_data.h). 3: DMA addresses name the device's own mappings
+// (pin windows) and RangeTable counts unpublishes.
+constexpr uint32_t kVersion = 3;
 constexpr size_t kPage = 4096;
 constexpr size_t kCacheLine = 64;
 // Attach retries when the file is unlinked between open() and flock() by the last process leaving.

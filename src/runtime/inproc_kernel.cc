@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/pinned_pages.h"
+
 namespace softhca::runtime {
 
 // Heap memory rather than mmap: the address sanitizer then checks the driver's ring accesses.
@@ -37,13 +39,23 @@ void InprocKernel::free_coherent(const pcie::DmaMemory& memory) {
   buffers_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-// The device reaches any memory of this process, so pinning only names the address.
-uint64_t InprocKernel::pin_user(const void* addr, size_t /*len*/) {
+// The device could reach any memory of this process through the application's own address, but
+// then an unmap or a new mapping there would reach the device too: it gets the window instead.
+uint64_t InprocKernel::pin_user(const void* addr, size_t len, pcie::PinAccess access) {
+  uint64_t dma = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr));
+  if (len != 0) {
+    const Window w = PinnedPages::pin(addr, len, access);
+    if (w.device == nullptr) return 0;
+    dma = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(w.device));
+  }
   pins_.fetch_add(1, std::memory_order_relaxed);
-  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr));
+  return dma;
 }
 
-void InprocKernel::unpin_user(const void* /*addr*/, size_t /*len*/) { pins_.fetch_sub(1, std::memory_order_relaxed); }
+void InprocKernel::unpin_user(uint64_t dma_addr, size_t len) {
+  if (len != 0 && !PinnedPages::unpin(reinterpret_cast<const void*>(static_cast<uintptr_t>(dma_addr)))) return;
+  pins_.fetch_sub(1, std::memory_order_relaxed);
+}
 
 int InprocKernel::alloc_vector(uint64_t* vector) {
   const int fd = ::eventfd(0, EFD_CLOEXEC);

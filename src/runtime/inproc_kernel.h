@@ -1,7 +1,8 @@
 // The host kernel services for a device inside this one process (SOFTHCA_NUM_DEVICES mode, sim
-// mode, tests): DMA addresses are pointers of this process (what pcie::IdentityBridge resolves),
-// pinning makes nothing shared, and an interrupt vector is an eventfd whose number is the vector
-// (IdentityBridge::deliver_msi writes to it). Page size 4096 bytes (x86-64 and arm64 base pages).
+// mode, tests): DMA addresses are pointers of this process (what pcie::IdentityBridge resolves);
+// a pin's pointer is into its window (pinned_pages.h), the device's own mapping of the pinned
+// pages, never the application's address; an interrupt vector is an eventfd whose number is the
+// vector (IdentityBridge::deliver_msi writes to it). Page size 4096 bytes (x86-64, arm64 base pages).
 // Thread-safe: every call may come from any thread; the counts are for tests and diagnostics.
 #pragma once
 #include <atomic>
@@ -18,8 +19,9 @@ class InprocKernel final : public pcie::HostKernel {
 
   pcie::DmaMemory alloc_coherent(size_t bytes) override;
   void free_coherent(const pcie::DmaMemory& memory) override;
-  uint64_t pin_user(const void* addr, size_t len) override;
-  void unpin_user(const void* addr, size_t len) override;
+  // Errors of PinnedPages::pin. len 0 pins nothing and gives addr itself.
+  uint64_t pin_user(const void* addr, size_t len, pcie::PinAccess access) override;
+  void unpin_user(uint64_t dma_addr, size_t len) override;
   int alloc_vector(uint64_t* vector) override;
   void free_vector(uint64_t vector, int fd) override;
   int wait_vector(int fd) override;

@@ -1,6 +1,6 @@
 // The host kernel and the host bridge of live mode across processes (docs/live-mode.md): DMA
-// memory and pinning go to this process's MemoryPublisher (memfd-backed pages published in the
-// host segment), DMA addresses of any process of the host resolve through PeerMemory, and
+// memory and pinning go to this process's MemoryPublisher (windows of memfd-backed pages published
+// in the host segment), DMA addresses of any process of the host resolve through PeerMemory, and
 // interrupt vectors are the abstract Unix datagram sockets of IrqSockets.
 // DMA addresses are (slot << 52) | va with slot >= 1; slot 0 (the identity bridge's pointers) is
 // refused here: no process of a shared device may hand the device a bare pointer.
@@ -11,7 +11,8 @@
 #include "pcie/host_bridge.h"
 #include "pcie/host_kernel.h"
 #include "runtime/irq_socket.h"
-#include "runtime/shared_memory.h"
+#include "runtime/memory_publisher.h"
+#include "runtime/peer_memory.h"
 
 namespace softhca::runtime {
 
@@ -21,8 +22,10 @@ class SharedKernel final : public pcie::HostKernel {
   SharedKernel(MemoryPublisher& memory, IrqSockets& irq) : memory_(memory), irq_(irq) {}
   pcie::DmaMemory alloc_coherent(size_t bytes) override { return memory_.alloc_coherent(bytes); }
   void free_coherent(const pcie::DmaMemory& memory) override { memory_.free_coherent(memory); }
-  uint64_t pin_user(const void* addr, size_t len) override { return memory_.pin(addr, len); }
-  void unpin_user(const void* addr, size_t len) override { memory_.unpin(addr, len); }
+  uint64_t pin_user(const void* addr, size_t len, pcie::PinAccess access) override {
+    return memory_.pin(addr, len, access);
+  }
+  void unpin_user(uint64_t dma_addr, size_t len) override { memory_.unpin(dma_addr, len); }
   int alloc_vector(uint64_t* vector) override { return irq_.alloc_vector(vector); }
   void free_vector(uint64_t vector, int fd) override { irq_.free_vector(vector, fd); }
   int wait_vector(int fd) override { return IrqSockets::wait_vector(fd); }

@@ -24,7 +24,8 @@
 #include "runtime/fabric_registry.h"
 #include "runtime/irq_socket.h"
 #include "runtime/shared_kernel.h"
-#include "runtime/shared_memory.h"
+#include "runtime/memory_publisher.h"
+#include "runtime/peer_memory.h"
 #include "runtime/slot_data.h"
 #include "runtime/stats_json.h"
 #include "runtime/stop_deferral.h"
@@ -114,7 +115,10 @@ class SharedRuntime::Impl final : public DeviceSlot,
       device_entered();
       if (impl_.segment_->lock_device()) impl_.sweep_locked();
     }
+    // Before the lock goes: ranges their owners unpublished are unmapped here, so that no mapping
+    // of this process keeps a deregistration's pages alive (PeerMemory::drop_unpublished).
     ~Entry() {
+      if (impl_.peers_ != nullptr) impl_.peers_->drop_unpublished();
       impl_.segment_->unlock_device();
       device_exited();
     }

@@ -1,5 +1,5 @@
 // What the host segment keeps for each process slot (HostSegment::slot_data, docs/live-mode.md):
-// the memory the process registered, for peers to map (shared_memory.h), and the PCIe counters of
+// the memory the process registered, for peers to map (range_table.h), and the PCIe counters of
 // the device work its threads did, for `softhca stats --live` (docs/observability.md). Plain data,
 // no pointers; a zeroed block is an empty table and zero counts (the segment zeroes a slot's block
 // when the slot is freed).
@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "pcie/counters.h"
-#include "runtime/shared_memory.h"
+#include "runtime/range_table.h"
 
 namespace softhca::runtime {
 

@@ -57,9 +57,10 @@ void FakeKernel::free_coherent(const pcie::DmaMemory& memory) {
   buffers_.erase(it);
 }
 
-uint64_t FakeKernel::pin_user(const void* addr, size_t len) {
+uint64_t FakeKernel::pin_user(const void* addr, size_t len, pcie::PinAccess access) {
   std::lock_guard g(lock_);
   ++calls.pin;
+  last_pin_access = access;
   if (fail_pin != 0) {
     errno = std::exchange(fail_pin, 0);
     return 0;
@@ -68,10 +69,14 @@ uint64_t FakeKernel::pin_user(const void* addr, size_t len) {
   return pcie::dma_address(kSlot, ptr_bits(addr));
 }
 
-void FakeKernel::unpin_user(const void* addr, size_t len) {
+void FakeKernel::unpin_user(uint64_t dma_addr, size_t len) {
   std::lock_guard g(lock_);
   ++calls.unpin;
-  auto it = pins_.find({ptr_bits(addr), len});
+  if (pcie::dma_slot(dma_addr) != kSlot) {
+    ++mismatches;
+    return;
+  }
+  auto it = pins_.find({static_cast<uintptr_t>(pcie::dma_va(dma_addr)), len});
   if (it == pins_.end()) {
     ++mismatches;
     return;

@@ -24,8 +24,8 @@ class FakeKernel final : public pcie::HostKernel {
 
   pcie::DmaMemory alloc_coherent(size_t bytes) override;
   void free_coherent(const pcie::DmaMemory& memory) override;
-  uint64_t pin_user(const void* addr, size_t len) override;
-  void unpin_user(const void* addr, size_t len) override;
+  uint64_t pin_user(const void* addr, size_t len, pcie::PinAccess access) override;
+  void unpin_user(uint64_t dma_addr, size_t len) override;
   int alloc_vector(uint64_t* vector) override;
   void free_vector(uint64_t vector, int fd) override;
   int wait_vector(int fd) override;
@@ -45,6 +45,7 @@ class FakeKernel final : public pcie::HostKernel {
     int alloc = 0, free = 0, pin = 0, unpin = 0, alloc_vector = 0, free_vector = 0, wait = 0;
   };
   Calls calls;
+  pcie::PinAccess last_pin_access = pcie::PinAccess::kRead;
   [[nodiscard]] size_t buffers_held() const { return buffers_.size(); }
   [[nodiscard]] size_t pins_held() const;
   [[nodiscard]] size_t vectors_held() const { return vectors_.size(); }

@@ -162,6 +162,27 @@ TEST(HostKernel, RegistrationPinsTheRangeTellsTheDeviceItsDmaAddressAndKeepsTheI
   EXPECT_EQ(h.kernel.calls.unpin, 2);
 }
 
+TEST(HostKernel, ARegistrationPinsForWritingExactlyWhenOneOfItsRightsLetsTheDeviceStore) {
+  DeviceHarness h;
+  std::vector<uint8_t> buf(64);
+  struct Case {
+    unsigned int access;
+    pcie::PinAccess pinned;
+  };
+  // The rights the kernel's ib_access_writable() counts; remote read alone and none read only.
+  for (const Case c : {Case{0, pcie::PinAccess::kRead}, Case{IBV_ACCESS_REMOTE_READ, pcie::PinAccess::kRead},
+                       Case{IBV_ACCESS_LOCAL_WRITE, pcie::PinAccess::kWrite},
+                       Case{IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, pcie::PinAccess::kWrite},
+                       Case{IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC, pcie::PinAccess::kWrite},
+                       Case{IBV_ACCESS_MW_BIND, pcie::PinAccess::kWrite}}) {
+    ibv_mr* mr = reg_mr(h.pd(), buf.data(), buf.size(), addr_of(buf.data()), c.access);
+    ASSERT_NE(mr, nullptr) << c.access;
+    EXPECT_EQ(h.kernel.last_pin_access, c.pinned) << "access " << c.access;
+    EXPECT_EQ(dereg_mr(mr), 0);
+  }
+  EXPECT_EQ(h.kernel.mismatches, 0);
+}
+
 TEST(HostKernel, AZeroLengthRegistrationIsPinnedAndUnpinnedToo) {
   DeviceHarness h;
   uint8_t byte = 0;

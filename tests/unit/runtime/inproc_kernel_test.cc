@@ -1,14 +1,16 @@
 // The host kernel of the in-process runtime: DMA addresses are pointers (what IdentityBridge
-// resolves), pins name the address, and a vector is an eventfd whose number is the vector.
+// resolves), a pin's is into its window, and a vector is an eventfd whose number is the vector.
 #include "runtime/inproc_kernel.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <vector>
 
 #include "pcie/host_bridge.h"
 
@@ -40,15 +42,41 @@ TEST(InprocKernel, AnImpossibleSizeIsEnomem) {
   EXPECT_EQ(k.outstanding().buffers, 0);
 }
 
-TEST(InprocKernel, PinningGivesThePointerAsDmaAddressAndNests) {
+TEST(InprocKernel, APinsDmaAddressIsAPointerIntoItsWindowAndEachPinIsUndoneByItsOwnUnpin) {
   InprocKernel k;
-  char buf[16] = {};
-  EXPECT_EQ(k.pin_user(buf + 1, 15), addr_of(buf + 1));
-  EXPECT_EQ(k.pin_user(buf + 1, 0), addr_of(buf + 1));  // len 0 allowed
-  EXPECT_EQ(k.outstanding().pins, 2);
-  k.unpin_user(buf + 1, 0);
-  k.unpin_user(buf + 1, 15);
+  std::vector<char> buf(16, 'a');
+  const uint64_t first = k.pin_user(buf.data() + 1, 15, pcie::PinAccess::kWrite);
+  const uint64_t second = k.pin_user(buf.data() + 1, 15, pcie::PinAccess::kRead);
+  ASSERT_NE(first, 0u);
+  ASSERT_NE(second, 0u);
+  EXPECT_NE(first, addr_of(buf.data() + 1)) << "the device's own mapping, not the application's address";
+  EXPECT_NE(first, second);
+  auto* device = reinterpret_cast<char*>(static_cast<uintptr_t>(first));
+  device[0] = 'b';  // the device's store is the application's byte
+  EXPECT_EQ(buf[1], 'b');
+  EXPECT_EQ(k.pin_user(buf.data() + 1, 0, pcie::PinAccess::kWrite), addr_of(buf.data() + 1));  // len 0 allowed
+  EXPECT_EQ(k.outstanding().pins, 3);
+  k.unpin_user(addr_of(buf.data() + 1), 0);
+  k.unpin_user(first, 15);
+  EXPECT_EQ(k.outstanding().pins, 1);
+  EXPECT_EQ(reinterpret_cast<char*>(static_cast<uintptr_t>(second))[0], 'b');
+  k.unpin_user(second, 15);
   EXPECT_EQ(k.outstanding().pins, 0);
+  EXPECT_EQ(buf[1], 'b');
+}
+
+TEST(InprocKernel, WriteAccessOnReadOnlyMemoryIsEfault) {
+  InprocKernel k;
+  void* ro = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  errno = 0;
+  EXPECT_EQ(k.pin_user(ro, 64, pcie::PinAccess::kWrite), 0u);
+  EXPECT_EQ(errno, EFAULT);
+  const uint64_t dma = k.pin_user(ro, 64, pcie::PinAccess::kRead);
+  EXPECT_NE(dma, 0u);
+  EXPECT_EQ(k.outstanding().pins, 1);
+  k.unpin_user(dma, 64);
+  ::munmap(ro, 4096);
 }
 
 TEST(InprocKernel, AVectorIsAnEventfdThatTheIdentityBridgeRaisesAndWaitVectorConsumes) {

@@ -2,9 +2,13 @@
 // each attaching to the host on its own, SOFTHCA_FABRIC unique to the test) connect RC QPs and move
 // data: a SEND lands in the target's posted receive buffer, an RDMA WRITE lands in its registered
 // memory with no receive and no CPU of the target (it spins on the last byte). Afterwards the host
-// segment and the registry file are gone. Every wait is bounded.
+// segment and the registry file are gone. And the target misusing its registered memory (issue 15):
+// made read-only or unmapped, it still takes the initiator's WRITEs into its pinned pages, and
+// once it deregisters, the initiator's next device entry unmaps its view of them. Every wait is
+// bounded.
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,10 +22,13 @@
 
 #include <gtest/gtest.h>
 
+#include "memfd_census.h"
 #include "runtime/fabric_registry.h"
 #include "runtime/host_segment.h"
 
 namespace {
+
+namespace test = softhca::test;
 
 constexpr int kWaitMs = 30'000;
 constexpr size_t kMsgBytes = 4096;
@@ -106,7 +113,8 @@ int open_side(Side& s) {
   ia.qp_type = IBV_QPT_RC;
   s.qp = ibv_create_qp(s.pd, &ia);
   if (s.qp == nullptr) return 4;
-  s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   return s.mr == nullptr ? 5 : 0;
 }
 
@@ -122,7 +130,7 @@ int connect(Side& s, const Endpoint& peer) {
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) return 20;
   a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTR;
@@ -219,6 +227,116 @@ int run_initiator(int in, int out) {
   return write_all(out, &done, 1) ? 0 : 64;
 }
 
+// ---- Misused registered memory (issue 15, rows 6 and 7) ---------------------------------------
+
+constexpr size_t kPage = 4096;
+constexpr size_t kBigBytes = size_t{64} << 20;
+
+// What the target tells the initiator about its misused regions.
+struct Regions {
+  uint64_t ro_addr, gone_addr, big_addr;
+  uint32_t ro_rkey, gone_rkey, big_rkey;
+};
+
+uint8_t* map_region(size_t len) {
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+
+constexpr int kAllRights = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+// The target: registers a region it then makes read-only, one it then unmaps, and a big one; checks
+// that the initiator's WRITE shows in its read-only mapping; deregisters and unmaps the big one,
+// after which it holds no more memfds than before it registered it.
+int run_boundary_target(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return e;
+  uint8_t* ro = map_region(kPage);
+  uint8_t* gone = map_region(kPage);
+  if (ro == nullptr || gone == nullptr) return 70;
+  ibv_mr* ro_mr = ibv_reg_mr(s.pd, ro, kPage, kAllRights);
+  ibv_mr* gone_mr = ibv_reg_mr(s.pd, gone, kPage, kAllRights);
+  if (ro_mr == nullptr || gone_mr == nullptr) return 71;
+  // The misuse: read-only, and unmapped, after registration.
+  if (::mprotect(ro, kPage, PROT_READ) != 0 || ::munmap(gone, kPage) != 0) return 74;
+  const int fds_before_big = test::open_memfds();
+  const uint64_t mapped_before_big = test::mapped_memfd_bytes();
+  uint8_t* big = map_region(kBigBytes);
+  ibv_mr* big_mr = big != nullptr ? ibv_reg_mr(s.pd, big, kBigBytes, kAllRights) : nullptr;
+  if (big_mr == nullptr) return 72;
+
+  const Endpoint me = local_endpoint(s);
+  Endpoint peer{};
+  const Regions r{reinterpret_cast<uintptr_t>(ro), reinterpret_cast<uintptr_t>(gone), reinterpret_cast<uintptr_t>(big),
+                  ro_mr->rkey, gone_mr->rkey, big_mr->rkey};
+  if (!write_all(out, &me, sizeof(me)) || !write_all(out, &r, sizeof(r)) || !read_bounded(in, &peer, sizeof(peer)))
+    return 73;
+  if (int e = connect(s, peer); e != 0) return e;
+  uint8_t step = 1;
+  if (!write_all(out, &step, 1) || !read_bounded(in, &step, 1)) return 75;  // the initiator wrote
+  for (size_t i = 0; i < kMsgBytes; ++i) {
+    if (ro[i] != static_cast<uint8_t>('W' + i)) return 76;  // the WRITE landed in the pinned page
+  }
+  // Deregistered and unmapped: this process holds nothing of the big region any more.
+  if (ibv_dereg_mr(big_mr) != 0 || ::munmap(big, kBigBytes) != 0) return 77;
+  if (test::open_memfds() != fds_before_big) return 78;
+  if (test::mapped_memfd_bytes() != mapped_before_big) return 79;
+  if (!write_all(out, &step, 1) || !read_bounded(in, &step, 1)) return 80;  // the initiator checked
+  ibv_dereg_mr(ro_mr);
+  ibv_dereg_mr(gone_mr);
+  ::munmap(ro, kPage);
+  return 0;
+}
+
+// One signaled WRITE or READ of kMsgBytes between s.buf at `offset` and (addr, rkey): its status.
+int one_sided(Side& s, ibv_wr_opcode op, size_t offset, uint64_t addr, uint32_t rkey) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf.data() + offset), kMsgBytes, s.mr->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = addr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(s.qp, &wr, &bad) != 0) return -3;
+  return poll_one(s.cq);
+}
+
+// The initiator: WRITEs into the target's read-only and unmapped regions (success; a READ finds
+// the bytes in the unmapped one), and into the big one, which it then maps; once the target has
+// deregistered it, one more device entry of this process unmaps that view.
+int run_boundary_initiator(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return 40 + e;
+  for (size_t i = 0; i < kMsgBytes; ++i) s.buf[kWriteOffset + i] = static_cast<uint8_t>('W' + i);
+  const Endpoint me = local_endpoint(s);
+  Endpoint peer{};
+  Regions r{};
+  if (!read_bounded(in, &peer, sizeof(peer)) || !read_bounded(in, &r, sizeof(r)) || !write_all(out, &me, sizeof(me)))
+    return 81;
+  if (int e = connect(s, peer); e != 0) return 40 + e;
+  uint8_t step = 0;
+  if (!read_bounded(in, &step, 1)) return 82;
+  // A device entry towards the target's (still registered) main MR first: what this process maps
+  // of the target from then on is the misused regions' pages.
+  if (one_sided(s, IBV_WR_RDMA_WRITE, kWriteOffset, peer.addr, peer.rkey) != IBV_WC_SUCCESS) return 83;
+  if (one_sided(s, IBV_WR_RDMA_WRITE, kWriteOffset, r.ro_addr, r.ro_rkey) != IBV_WC_SUCCESS) return 84;
+  if (one_sided(s, IBV_WR_RDMA_WRITE, kWriteOffset, r.gone_addr, r.gone_rkey) != IBV_WC_SUCCESS) return 85;
+  std::memset(s.buf.data(), 0, kMsgBytes);
+  if (one_sided(s, IBV_WR_RDMA_READ, 0, r.gone_addr, r.gone_rkey) != IBV_WC_SUCCESS) return 86;
+  if (std::memcmp(s.buf.data(), s.buf.data() + kWriteOffset, kMsgBytes) != 0) return 87;
+  const uint64_t mapped_before_big = test::mapped_memfd_bytes();
+  if (one_sided(s, IBV_WR_RDMA_WRITE, kWriteOffset, r.big_addr + kBigBytes - kMsgBytes, r.big_rkey) != IBV_WC_SUCCESS)
+    return 88;
+  if (test::mapped_memfd_bytes() < mapped_before_big + kBigBytes) return 89;  // the device's view of it
+  if (!write_all(out, &step, 1) || !read_bounded(in, &step, 1)) return 90;  // the target deregistered it
+  // Expect: the next device entry of this process (any: here a WRITE to the main MR) drops the view.
+  if (one_sided(s, IBV_WR_RDMA_WRITE, kWriteOffset, peer.addr, peer.rkey) != IBV_WC_SUCCESS) return 91;
+  if (test::mapped_memfd_bytes() != mapped_before_big) return 92;
+  return write_all(out, &step, 1) ? 0 : 93;
+}
+
 pid_t spawn(const std::string& fabric, const std::string& host, int (*role)(int, int), int in, int out) {
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -247,14 +365,15 @@ bool file_exists(const std::string& path) {
 
 // Runs the target on target_host and the initiator on initiator_host; checks both exit 0 (a
 // non-zero status names the step that failed, see run_*) and that nothing is left in /dev/shm.
-void run_pair(const std::string& fabric, const std::string& target_host, const std::string& initiator_host) {
+void run_pair(const std::string& fabric, const std::string& target_host, const std::string& initiator_host,
+              int (*target_role)(int, int) = run_target, int (*initiator_role)(int, int) = run_initiator) {
   int a_to_b[2];
   int b_to_a[2];
   ASSERT_EQ(::pipe(a_to_b), 0);
   ASSERT_EQ(::pipe(b_to_a), 0);
   g_same_host = target_host == initiator_host;
-  const pid_t target = spawn(fabric, target_host, run_target, b_to_a[0], a_to_b[1]);
-  const pid_t initiator = spawn(fabric, initiator_host, run_initiator, a_to_b[0], b_to_a[1]);
+  const pid_t target = spawn(fabric, target_host, target_role, b_to_a[0], a_to_b[1]);
+  const pid_t initiator = spawn(fabric, initiator_host, initiator_role, a_to_b[0], b_to_a[1]);
   for (int fd : {a_to_b[0], a_to_b[1], b_to_a[0], b_to_a[1]}) ::close(fd);
   EXPECT_EQ(reap(initiator), 0);
   EXPECT_EQ(reap(target), 0);
@@ -308,6 +427,10 @@ TEST(TwoProcessVerbs, RcSendAndRdmaWriteBetweenTwoProcessesOfOneHost) {
 
 TEST(TwoProcessVerbs, RcSendAndRdmaWriteBetweenTwoHostsOverUdp) {
   run_pair("hce2eudp-" + std::to_string(::getpid()), "a", "b");
+}
+
+TEST(TwoProcessVerbs, WritesIntoRegionsTheTargetMadeReadOnlyOrUnmappedLandInItsPinnedPagesAndDeregistrationReachesThePeer) {
+  run_pair("hcbound-" + std::to_string(::getpid()), "host0", "host0", run_boundary_target, run_boundary_initiator);
 }
 
 }  // namespace

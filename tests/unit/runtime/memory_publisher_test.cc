@@ -1,6 +1,8 @@
-// Registered memory reachable by other processes: conversion in place, publication, peers' views,
-// concurrent writers during conversion, stale ranges and fork (src/runtime/shared_memory.h).
-#include "runtime/shared_memory.h"
+// Registered memory reachable by other processes (src/runtime/memory_publisher.h, peer_memory.h):
+// a pin's DMA address names its window, peers map the same pages through the published memfd, an
+// unpin takes them away from peers at once and their next drop_unpublished() unmaps them, and a
+// fork child gets private copies yet reaches its parent's registrations as a peer.
+#include "runtime/memory_publisher.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -16,10 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "memfd_census.h"
 #include "pcie/host_bridge.h"
+#include "runtime/peer_memory.h"
 
 namespace softhca::runtime {
 namespace {
+
+using pcie::PinAccess;
 
 constexpr uint32_t kMySlot = 1;
 constexpr uint32_t kPeerSlot = 2;
@@ -45,6 +51,8 @@ PeerMemory make_peer(Segment* seg, uint32_t me, std::vector<pid_t> pids) {
       [pids](uint32_t s) { return s < pids.size() ? pids[s] : 0; });
 }
 
+size_t page() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
+
 void fill(uint8_t* p, size_t n, uint8_t seed) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
 }
@@ -55,8 +63,8 @@ bool filled(const uint8_t* p, size_t n, uint8_t seed) {
 }
 
 // Whether peer's view of [dma, dma + n) equals `expected`. A registration may span several
-// published ranges (pages converted by earlier pins), so it is mapped piece by piece as the device
-// does (HostBridge::map may return less than asked).
+// published ranges (pieces of its window), so it is mapped piece by piece as the device does
+// (HostBridge::map may return less than asked).
 bool peer_matches(PeerMemory& peer, uint64_t dma, const uint8_t* expected, size_t n) {
   for (size_t off = 0; off < n;) {
     std::span<uint8_t> v = peer.map(dma + off, n - off);
@@ -84,97 +92,83 @@ void expect_same_memory(PeerMemory& peer, uint64_t dma, uint8_t* local, size_t n
   EXPECT_EQ(*last, old);
 }
 
-uint8_t g_static_buffer[6000];
-
-TEST(SharedMemory, PinningHeapStackAndStaticBuffersKeepsContentsAndTheDmaAddressMapsBack) {
+TEST(MemoryPublisher, APinsDmaAddressNamesItsWindowWhichPeersAndTheOwnerReachAsTheSamePages) {
   Segment* seg = map_segment();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   // Resolving as another slot of this same process: the path a peer takes, through /proc/<pid>/fd.
   PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
-
-  std::vector<uint8_t> heap(10000);
-  struct Case {
-    uint8_t* p;
-    size_t n;
-  };
-  auto check = [&](Case c, uint8_t seed) {
-    fill(c.p, c.n, seed);
-    const uint64_t dma = pub.pin(c.p, c.n);
-    ASSERT_EQ(dma, pcie::dma_address(kMySlot, reinterpret_cast<uint64_t>(c.p))) << std::strerror(errno);
-    EXPECT_TRUE(filled(c.p, c.n, seed));
-    expect_same_memory(peer, dma, c.p, c.n);
-    // Pinning again converts nothing more and returns the same address.
-    const size_t runs = pub.converted_runs();
-    EXPECT_EQ(pub.pin(c.p, c.n), dma);
-    EXPECT_EQ(pub.converted_runs(), runs);
-    pub.unpin(c.p, c.n);
-    pub.unpin(c.p, c.n);
-  };
-  check({heap.data(), heap.size()}, 3);
-  check({g_static_buffer, sizeof(g_static_buffer)}, 4);
-  // A stack buffer, on a thread of its own: the forking test below must not run on a registered
-  // stack (shared_memory.h, fork).
-  std::thread on_stack([&] {
-    uint8_t stack_buffer[3000];
-    check({stack_buffer, sizeof(stack_buffer)}, 5);
-  });
-  on_stack.join();
-  // The own slot resolves to this process's pointers directly.
   PeerMemory self = make_peer(seg, kMySlot, {0, ::getpid(), 0});
-  EXPECT_EQ(self.map(pcie::dma_address(kMySlot, reinterpret_cast<uint64_t>(heap.data())), 16).data(), heap.data());
+  std::vector<uint8_t> heap(10000);
+  fill(heap.data(), heap.size(), 3);
+  const uint64_t dma = pub.pin(heap.data(), heap.size(), PinAccess::kWrite);
+  ASSERT_NE(dma, 0u) << std::strerror(errno);
+  EXPECT_EQ(pcie::dma_slot(dma), kMySlot);
+  EXPECT_NE(pcie::dma_va(dma), reinterpret_cast<uint64_t>(heap.data())) << "the device's own mapping";
+  EXPECT_TRUE(filled(heap.data(), heap.size(), 3));
+  expect_same_memory(peer, dma, heap.data(), heap.size());
+  // The owner's own device entries use the window's pointer directly: the same pages.
+  std::span<uint8_t> own = self.map(dma, heap.size());
+  ASSERT_EQ(own.size(), heap.size());
+  EXPECT_EQ(own.data(), reinterpret_cast<uint8_t*>(pcie::dma_va(dma)));
+  EXPECT_EQ(std::memcmp(own.data(), heap.data(), heap.size()), 0);
+  // A second pin of the same range is a window of its own.
+  const uint64_t again = pub.pin(heap.data(), heap.size(), PinAccess::kRead);
+  ASSERT_NE(again, 0u);
+  EXPECT_NE(again, dma);
+  EXPECT_TRUE(peer_matches(peer, again, heap.data(), heap.size()));
+  pub.unpin(again, heap.size());
+  EXPECT_TRUE(peer_matches(peer, dma, heap.data(), heap.size())) << "the first pin is untouched";
+  pub.unpin(dma, heap.size());
+  EXPECT_EQ(pub.published_entries(), 0u);
+  // A zero-length pin reaches nothing and pins nothing.
+  EXPECT_EQ(pub.pin(heap.data(), 0, PinAccess::kWrite), pcie::dma_address(kMySlot, reinterpret_cast<uint64_t>(heap.data())));
+  EXPECT_EQ(pub.published_entries(), 0u);
   ::munmap(seg, sizeof(Segment));
 }
 
-TEST(SharedMemory, ApplicationSharedMemoryAndHolesAreRefusedWithTheErrnoRealVerbsGive) {
+TEST(MemoryPublisher, RefusedPinsGiveTheErrnoRealVerbsGiveAndPublishNothing) {
   Segment* seg = map_segment();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  void* shared = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* shared = ::mmap(nullptr, page(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(shared, MAP_FAILED);
-  const size_t runs_before = pub.converted_runs();
   errno = 0;
-  EXPECT_EQ(pub.pin(shared, 64), 0u);
+  EXPECT_EQ(pub.pin(shared, 64, PinAccess::kRead), 0u);
   EXPECT_EQ(errno, EINVAL);
-  // Three pages with the middle one unmapped: a hole.
-  auto* three = static_cast<uint8_t*>(::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(three, MAP_FAILED);
-  ASSERT_EQ(::munmap(three + page, page), 0);
+  void* ro = ::mmap(nullptr, page(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(ro, MAP_FAILED);
   errno = 0;
-  EXPECT_EQ(pub.pin(three, 3 * page), 0u);
+  EXPECT_EQ(pub.pin(ro, 64, PinAccess::kWrite), 0u);
   EXPECT_EQ(errno, EFAULT);
-  EXPECT_EQ(pub.converted_runs(), runs_before);  // nothing converted by a refused pin
-  ::munmap(three, 3 * page);
-  ::munmap(shared, page);
+  const uint64_t dma = pub.pin(ro, 64, PinAccess::kRead);
+  EXPECT_NE(dma, 0u) << "read-only registration of read-only memory";
+  EXPECT_EQ(pub.published_entries(), 1u);
+  pub.unpin(dma, 64);
+  ::munmap(ro, page());
+  ::munmap(shared, page());
   ::munmap(seg, sizeof(Segment));
 }
 
-TEST(SharedMemory, CoherentMemoryIsPublishedAndTheLastUnpinUnpublishesARegistration) {
+TEST(MemoryPublisher, CoherentMemoryIsPublishedAndAnUnpinUnpublishesAtOnce) {
   Segment* seg = map_segment();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
   pcie::DmaMemory ring = pub.alloc_coherent(100);
   ASSERT_TRUE(ring.valid());
-  EXPECT_EQ(ring.size, static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  EXPECT_EQ(ring.size, page());
   EXPECT_EQ(ring.dma_addr, pcie::dma_address(kMySlot, reinterpret_cast<uint64_t>(ring.data)));
   expect_same_memory(peer, ring.dma_addr, ring.data, ring.size);
 
   auto* buf = static_cast<uint8_t*>(std::malloc(5000));
   fill(buf, 5000, 9);
-  const uint64_t dma = pub.pin(buf, 5000);
+  const uint64_t dma = pub.pin(buf, 5000, PinAccess::kWrite);
   ASSERT_NE(dma, 0u);
-  ASSERT_EQ(pub.pin(buf, 5000), dma);  // nested
-  pub.unpin(buf, 5000);
-  EXPECT_TRUE(peer_matches(peer, dma, buf, 5000)) << "still pinned once";
-  pub.unpin(buf, 5000);
-  EXPECT_TRUE(peer.map(dma, 5000).empty() && peer.map(dma + 4999, 1).empty())
-      << "no registration uses it: unpublished";
-  EXPECT_TRUE(filled(buf, 5000, 9));  // still this process's memory, contents intact
-  ASSERT_EQ(pub.pin(buf, 5000), dma);
   EXPECT_TRUE(peer_matches(peer, dma, buf, 5000));
-  pub.unpin(buf, 5000);
+  pub.unpin(dma, 5000);
+  EXPECT_TRUE(peer.map(dma, 5000).empty() && peer.map(dma + 4999, 1).empty()) << "unpublished";
+  EXPECT_TRUE(filled(buf, 5000, 9));  // still this process's memory, contents intact
   std::free(buf);
 
   pub.free_coherent(ring);
@@ -182,90 +176,110 @@ TEST(SharedMemory, CoherentMemoryIsPublishedAndTheLastUnpinUnpublishesARegistrat
   ::munmap(seg, sizeof(Segment));
 }
 
-// One round: a thread increments a counter as fast as it can while this thread pins its page.
-// Expect: the counter equals the writer's own count (no increment lost to the copy).
-void hammer_while_pinning(MemoryPublisher& pub, std::atomic<uint64_t>* counter) {
-  std::atomic<bool> stop{false};
-  uint64_t done = 0;
-  std::thread writer([&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-      counter->fetch_add(1, std::memory_order_relaxed);
-      ++done;
-    }
-  });
-  const auto deadline = std::chrono::steady_clock::now() + kBound;
-  while (counter->load(std::memory_order_relaxed) < 1000 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
-  const uint64_t dma = pub.pin(counter, sizeof(*counter));
-  const uint64_t at_pin = counter->load(std::memory_order_relaxed);
-  while (counter->load(std::memory_order_relaxed) < at_pin + 1000 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
-  stop.store(true);
-  writer.join();
-  EXPECT_NE(dma, 0u);
-  EXPECT_EQ(counter->load(), done);
-  pub.unpin(counter, sizeof(*counter));
-}
-
-TEST(SharedMemory, AWriterHammeringAPageWhileItIsPinnedLosesNoIncrement) {
-  Segment* seg = map_segment();
-  ASSERT_NE(seg, nullptr);
-  MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  // Fresh pages each round, so every round converts; the counter shares its page with other data.
-  for (int round = 0; round < 40; ++round) {
-    auto* p = static_cast<uint8_t*>(::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    ASSERT_NE(p, MAP_FAILED);
-    fill(p, 2 * page, static_cast<uint8_t>(round));
-    auto* counter = new (p + page - 64) std::atomic<uint64_t>(0);
-    hammer_while_pinning(pub, counter);
-    if (HasFailure()) break;
-    EXPECT_TRUE(filled(p, page - 64, static_cast<uint8_t>(round)));
-  }
-  // And on the heap, where allocator metadata shares the page.
-  auto* heap_counter = new std::atomic<uint64_t>(0);
-  hammer_while_pinning(pub, heap_counter);
-  delete heap_counter;
-  // How often the writer actually hit a read-only page depends on scheduling: reported, not asserted.
-  RecordProperty("faults_waited", std::to_string(MemoryPublisher::faults_waited()));
-  std::printf("writes retried after waiting for a conversion: %llu\n",
-              static_cast<unsigned long long>(MemoryPublisher::faults_waited()));
-  ::munmap(seg, sizeof(Segment));
-}
-
-TEST(SharedMemory, AnUnmappedThenRemappedRangeIsConvertedAgainAndPeersSeeTheNewPages) {
+TEST(MemoryPublisher, APeerUnmapsWhatItCachedOfAnUnpinnedRangeAtItsNextDropUnpublished) {
   Segment* seg = map_segment();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
-  const size_t len = 3 * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t len = 16 * page();
+  auto* app = static_cast<uint8_t*>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(app, MAP_FAILED);
+  const uint64_t kept = pub.pin(app, page(), PinAccess::kWrite);  // stays pinned throughout
+  const uint64_t dma = pub.pin(app + page(), len - page(), PinAccess::kWrite);
+  ASSERT_TRUE(kept != 0 && dma != 0);
+  ASSERT_NE(peer_byte(peer, kept), nullptr);
+  ASSERT_NE(peer_byte(peer, dma), nullptr);
+  EXPECT_EQ(peer.mapped_ranges(), 2u);
+  peer.drop_unpublished();
+  EXPECT_EQ(peer.mapped_ranges(), 2u) << "nothing was unpublished";
+
+  const uint64_t mapped = test::mapped_memfd_bytes();
+  pub.unpin(dma, len - page());
+  // Expect: the peer's mapping of the unpinned range goes at its next drop_unpublished() (the end
+  // of its next device entry), with no lookup of that range, and nothing else goes with it.
+  peer.drop_unpublished();
+  EXPECT_EQ(peer.mapped_ranges(), 1u);
+  EXPECT_EQ(peer.mapped_bytes(), page());
+  // This process's maps: the application's pages and the window (both given back) and the peer's
+  // mapping are gone; what stays is the kept page, its window and the peer's view of it.
+  EXPECT_EQ(test::mapped_memfd_bytes(), mapped - 3 * (len - page()));
+  EXPECT_EQ(test::mapped_memfd_bytes(), 3 * page());
+  EXPECT_NE(peer_byte(peer, kept), nullptr);
+  pub.unpin(kept, page());
+  peer.drop_unpublished();
+  EXPECT_EQ(peer.mapped_ranges(), 0u);
+  EXPECT_EQ(test::mapped_memfd_bytes(), 0u);
+  EXPECT_EQ(test::open_memfds(), 0);
+  ::munmap(app, len);
+  ::munmap(seg, sizeof(Segment));
+}
+
+TEST(MemoryPublisher, AnUnmappedThenRemappedRangeKeepsItsOldPagesForTheOldPinAndANewPinGetsTheNew) {
+  Segment* seg = map_segment();
+  ASSERT_NE(seg, nullptr);
+  MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
+  PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
+  const size_t len = 3 * page();
   auto* p = static_cast<uint8_t*>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(p, MAP_FAILED);
   fill(p, len, 1);
-  const size_t runs_before = pub.converted_runs();
-  const uint64_t dma = pub.pin(p, len);
+  const uint64_t dma = pub.pin(p, len, PinAccess::kWrite);
   ASSERT_NE(dma, 0u);
-  std::span<uint8_t> old_view = peer.map(dma, len);
-  ASSERT_EQ(old_view.size(), len);
-  const uint64_t old_generation = seg->tables[kMySlot].generation(0);
 
   // The application frees the registered memory and maps new memory at the same address.
   ASSERT_EQ(::munmap(p, len), 0);
-  old_view[0] = 0x77;  // the device writing into memory nobody reads: no crash
   void* again = ::mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   ASSERT_EQ(again, static_cast<void*>(p));
   fill(p, len, 2);
+  // The old pin still reaches the old pages (as hardware would), and writing them leaves the new.
+  uint8_t* old_byte = peer_byte(peer, dma);
+  ASSERT_NE(old_byte, nullptr);
+  EXPECT_EQ(*old_byte, 1);
+  *old_byte = 0x77;
+  EXPECT_EQ(p[0], 2);
 
-  ASSERT_EQ(pub.pin(p, len), dma);
-  EXPECT_EQ(pub.converted_runs(), runs_before + 1);  // the stale run was replaced, not kept beside the new one
-  EXPECT_NE(seg->tables[kMySlot].generation(0), old_generation);
-  std::span<uint8_t> new_view = peer.map(dma, len);
-  ASSERT_EQ(new_view.size(), len);
-  EXPECT_TRUE(filled(new_view.data(), len, 2));
-  expect_same_memory(peer, dma, p, len);
-  pub.unpin(p, len);
-  pub.unpin(p, len);
+  const uint64_t fresh = pub.pin(p, len, PinAccess::kWrite);
+  ASSERT_NE(fresh, 0u);
+  EXPECT_NE(fresh, dma);
+  expect_same_memory(peer, fresh, p, len);
+  pub.unpin(dma, len);
+  EXPECT_TRUE(peer.map(dma, 1).empty());
+  expect_same_memory(peer, fresh, p, len);
+  pub.unpin(fresh, len);
   ::munmap(p, len);
+  ::munmap(seg, sizeof(Segment));
+}
+
+TEST(MemoryPublisher, AForkChildHasNoneOfItsParentsPeerViewsAndForgettingThemUnmapsNothingOfItsOwn) {
+  Segment* seg = map_segment();
+  ASSERT_NE(seg, nullptr);
+  MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
+  PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
+  std::vector<uint8_t> buf(3 * page());
+  const uint64_t dma = pub.pin(buf.data(), buf.size(), PinAccess::kWrite);
+  ASSERT_NE(dma, 0u);
+  uint8_t* view = peer_byte(peer, dma);
+  ASSERT_NE(view, nullptr);
+  auto* view_page = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(view) / page() * page());
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The view is not in the child (MADV_DONTFORK): the child may put memory of its own there...
+    void* own = ::mmap(view_page, page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                       -1, 0);
+    if (own != view_page) ::_exit(20);
+    view_page[0] = 0x5a;
+    // ... which forgetting the inherited views leaves alone.
+    peer.forget(kMySlot);
+    ::_exit(view_page[0] == 0x5a ? 0 : 21);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's steps";
+  EXPECT_EQ(peer_byte(peer, dma), view) << "the parent's view is untouched";
+  pub.unpin(dma, buf.size());
   ::munmap(seg, sizeof(Segment));
 }
 
@@ -285,7 +299,7 @@ int fork_child(Segment* seg, uint8_t* parent_buf, size_t n, uint64_t parent_dma)
   MemoryPublisher pub(seg->tables[kPeerSlot], kPeerSlot);
   auto* mine = static_cast<uint8_t*>(std::malloc(n));
   fill(mine, n, 6);
-  const uint64_t dma = pub.pin(mine, n);
+  const uint64_t dma = pub.pin(mine, n, PinAccess::kWrite);
   if (dma == 0) return 13;
   seg->child_dma.store(dma);
   seg->step.store(1);
@@ -297,14 +311,14 @@ int fork_child(Segment* seg, uint8_t* parent_buf, size_t n, uint64_t parent_dma)
   return mine[2] == 0xd2 ? 0 : 15;
 }
 
-TEST(SharedMemory, AForkChildGetsPrivateCopiesAndPeersOfEitherSideSeeEachOthersWrites) {
+TEST(MemoryPublisher, AForkChildGetsPrivateCopiesAndPeersOfEitherSideSeeEachOthersWrites) {
   Segment* seg = map_segment();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   constexpr size_t kBytes = 9000;
   auto* buf = static_cast<uint8_t*>(std::malloc(kBytes));
   fill(buf, kBytes, 5);
-  const uint64_t dma = pub.pin(buf, kBytes);
+  const uint64_t dma = pub.pin(buf, kBytes, PinAccess::kWrite);
   ASSERT_NE(dma, 0u);
 
   const pid_t child = ::fork();
@@ -329,7 +343,7 @@ TEST(SharedMemory, AForkChildGetsPrivateCopiesAndPeersOfEitherSideSeeEachOthersW
   EXPECT_EQ(WEXITSTATUS(status), 0) << "see fork_child for the failing step";
   EXPECT_EQ(buf[0], static_cast<uint8_t>(5)) << "the child's write to its copy reached the parent";
   EXPECT_EQ(buf[1], 0xc1) << "the child's write through the peer mapping is lost";
-  pub.unpin(buf, kBytes);
+  pub.unpin(dma, kBytes);
   std::free(buf);
   ::munmap(seg, sizeof(Segment));
 }

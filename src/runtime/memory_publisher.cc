@@ -1,0 +1,159 @@
+#include "runtime/memory_publisher.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "pcie/host_bridge.h"
+
+namespace softhca::runtime {
+
+MemoryPublisher::MemoryPublisher(RangeTable& mine, uint32_t my_slot)
+    : mine_(mine), slot_(my_slot), fork_generation_(PinnedPages::fork_generation()) {
+  // The table may be a reused slot's: whatever it still publishes is not ours.
+  const uint32_t used = std::min(mine.used.load(std::memory_order_relaxed), kRangeTableCapacity);
+  for (uint32_t i = used; i-- > 0;) {
+    mine.retire(i);
+    free_entries_.push_back(i);
+  }
+}
+
+MemoryPublisher::~MemoryPublisher() {
+  if (inherited()) return;  // a fork child: the table and the windows are the parent's
+  std::lock_guard lock(mu_);
+  for (Published& p : published_) unpublish(p);
+}
+
+bool MemoryPublisher::publish(uint64_t base, const std::vector<WindowPiece>& pieces, Published* out) {
+  for (const WindowPiece& piece : pieces) {
+    uint32_t index;
+    if (!free_entries_.empty()) {
+      index = free_entries_.back();
+      free_entries_.pop_back();
+    } else {
+      index = mine_.used.load(std::memory_order_relaxed);
+      if (index >= kRangeTableCapacity) {
+        unpublish(*out);
+        errno = ENOMEM;
+        return false;
+      }
+    }
+    RangeSnapshot r;
+    r.va = base + piece.offset;
+    r.length = piece.length;
+    r.offset = piece.file_offset;
+    r.fd = piece.fd;
+    mine_.write(index, r);
+    out->entries.push_back(index);
+  }
+  return true;
+}
+
+// Before the window is unmapped and its memfd closed: a peer that still sees an entry opens the
+// right file, and one that opened it after sees the generation moved (PeerMemory::map_slow).
+void MemoryPublisher::unpublish(Published& p) {
+  for (uint32_t index : p.entries) {
+    mine_.retire(index);
+    free_entries_.push_back(index);
+  }
+  p.entries.clear();
+}
+
+pcie::DmaMemory MemoryPublisher::alloc_coherent(size_t bytes) {
+  if (inherited()) {
+    errno = EPERM;
+    return {};
+  }
+  std::lock_guard lock(mu_);
+  WindowPiece piece;
+  uint8_t* p = PinnedPages::alloc_coherent(bytes, &piece);
+  if (p == nullptr) return {};
+  Published pub;
+  pub.base = reinterpret_cast<uint64_t>(p);
+  pub.length = piece.length;
+  pub.coherent = true;
+  if (pub.base + pub.length - 1 > pcie::kDmaAddressMask) {
+    PinnedPages::free_coherent(p);
+    errno = EINVAL;
+    return {};
+  }
+  if (!publish(pub.base, {piece}, &pub)) {
+    const int e = errno;
+    PinnedPages::free_coherent(p);
+    errno = e;
+    return {};
+  }
+  published_.push_back(std::move(pub));
+  pcie::DmaMemory m;
+  m.data = p;
+  m.size = piece.length;
+  m.dma_addr = pcie::dma_address(slot_, reinterpret_cast<uint64_t>(p));
+  return m;
+}
+
+void MemoryPublisher::free_coherent(const pcie::DmaMemory& memory) {
+  if (!memory.valid() || inherited()) return;
+  std::lock_guard lock(mu_);
+  const auto va = reinterpret_cast<uint64_t>(memory.data);
+  auto it = std::find_if(published_.begin(), published_.end(),
+                         [&](const Published& p) { return p.coherent && p.base == va; });
+  if (it == published_.end()) return;
+  unpublish(*it);  // before the close: a peer that still sees the entry opens the right file
+  published_.erase(it);
+  PinnedPages::free_coherent(memory.data);
+}
+
+uint64_t MemoryPublisher::pin(const void* addr, size_t len, pcie::PinAccess access) {
+  if (inherited()) {
+    errno = EPERM;
+    return 0;
+  }
+  const auto va = reinterpret_cast<uint64_t>(addr);
+  if (len == 0) {
+    if (va > pcie::kDmaAddressMask) {
+      errno = EINVAL;
+      return 0;
+    }
+    return pcie::dma_address(slot_, va);
+  }
+  std::lock_guard lock(mu_);
+  Window w = PinnedPages::pin(addr, len, access);
+  if (w.device == nullptr) return 0;
+  Published pub;
+  pub.base = w.base;
+  pub.length = w.length;
+  if (w.base + w.length - 1 > pcie::kDmaAddressMask) {
+    PinnedPages::unpin(w.device);
+    errno = EINVAL;
+    return 0;
+  }
+  if (!publish(w.base, w.pieces, &pub)) {
+    const int e = errno;
+    PinnedPages::unpin(w.device);
+    errno = e;
+    return 0;
+  }
+  published_.push_back(std::move(pub));
+  return pcie::dma_address(slot_, reinterpret_cast<uint64_t>(w.device));
+}
+
+void MemoryPublisher::unpin(uint64_t dma_addr, size_t len) {
+  if (len == 0 || inherited() || pcie::dma_slot(dma_addr) != slot_) return;
+  const uint64_t va = pcie::dma_va(dma_addr);
+  std::lock_guard lock(mu_);
+  auto it = std::find_if(published_.begin(), published_.end(),
+                         [&](const Published& p) { return !p.coherent && va - p.base < p.length; });
+  if (it == published_.end()) return;
+  unpublish(*it);
+  const uint64_t base = it->base;
+  published_.erase(it);
+  PinnedPages::unpin(reinterpret_cast<const void*>(base));
+}
+
+size_t MemoryPublisher::published_entries() const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const Published& p : published_) n += p.entries.size();
+  return n;
+}
+
+}  // namespace softhca::runtime

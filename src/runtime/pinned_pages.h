@@ -1,0 +1,79 @@
+// The pages registrations pin and the device's own view of them: each pin gets a window, a second
+// mapping of its (memfd-backed) pages at an address the application never got; pages go back when
+// no window uses them. Leaves out publishing (memory_publisher.h). Units: bytes, virtual addresses.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "pcie/host_kernel.h"
+
+namespace softhca::runtime {
+
+// One piece of a window: [window + offset, + length) maps memfd `fd` from `file_offset`.
+struct WindowPiece {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t file_offset = 0;
+  int fd = -1;
+};
+
+// A window as pin() made it: `device` is the window's address of the byte pinned first.
+struct Window {
+  uint8_t* device = nullptr;
+  uint64_t base = 0;  // page-aligned start of the window
+  uint64_t length = 0;
+  std::vector<WindowPiece> pieces;
+};
+
+// Process-wide, because the pages are the process's: the state lives until exit (conversions and
+// the fork handler may need it at any time) and every function is thread-safe (one mutex). Errors:
+// nullptr / false with errno, never exceptions.
+//
+// pin() reads /proc/self/maps for the range. Pages already in one of our memfds are used as they
+// are; private runs are converted (copied into a new memfd mapped over them, no concurrent store
+// lost). The window is then reserved and each piece's memfd mapped into it (shared, MADV_DONTFORK,
+// writable only for PinAccess::kWrite). Errors: EFAULT some page is not mapped, not readable, or
+// (kWrite) not writable, as the kernel's pin of user pages answers; EINVAL the range includes
+// memory the application itself mapped MAP_SHARED (it cannot be converted without changing what
+// the application shares); others from memfd_create/mmap.
+//
+// unpin() unmaps the window. A memfd no window (and no coherent buffer) uses any more is given
+// back: the application's pages still mapped from it are converted back to private pages (the same
+// read-only dance as pin, so no store is lost), then its fd is closed, and once no peer maps it any
+// more the kernel frees its pages. A later pin of the same pages converts them again.
+//
+// fork: a pthread_atfork child handler (installed once) replaces every page still mapped from one
+// of our memfds in the child by a private copy, so parent and child never share registered memory
+// (rdma-core's copy-on-fork); windows and coherent memory are MADV_DONTFORK and absent from the
+// child, whose state starts empty (fork_generation() moves on). Limits: the copy is taken when the
+// child handler runs, not at the instant of fork, so writes by the parent's other threads in
+// between may show in the child's copy; and the forking thread's own live stack (64 KiB around the
+// handler's frame) cannot be swapped under the handler running on it: if registered, it stays
+// shared with the parent (a warning on stderr). Do not fork from a thread whose stack is registered.
+class PinnedPages {
+ public:
+  // A window over [addr, addr + len) rounded out to whole pages; len > 0. Invalid (device null)
+  // with errno on failure, nothing pinned.
+  static Window pin(const void* addr, size_t len, pcie::PinAccess access);
+  // Drops the window that `device` (any address inside it) belongs to; false when there is none.
+  static bool unpin(const void* device);
+
+  // DMA-coherent memory: a memfd of `bytes` (whole pages) mapped shared, writable, MADV_DONTFORK,
+  // zeroed. The driver and the device use the same address. Null with errno on failure.
+  static uint8_t* alloc_coherent(size_t bytes, WindowPiece* piece);
+  static void free_coherent(const uint8_t* data);
+
+  // What is held now (tests, diagnostics).
+  struct Usage {
+    size_t memfds = 0;  // open memfds: pinned pages and coherent buffers
+    size_t windows = 0;
+    uint64_t window_bytes = 0;
+  };
+  [[nodiscard]] static Usage usage();
+  // Changes in every fork child: state made before it is not the child's.
+  [[nodiscard]] static uint64_t fork_generation();
+  [[nodiscard]] static size_t page_bytes();
+};
+
+}  // namespace softhca::runtime
