@@ -34,8 +34,9 @@ inline constexpr uint32_t kStatsBanks = 8;
 struct DeviceState {
   static constexpr uint64_t kMagic = 0x31'41'43'48'54'46'4f'53ull;  // "SOFTHCA1", little-endian
   // 2: per-QP counters; 3: hot counters on lines of their own; 4: send records with their SGE slots
-  // last; 5: a send record's first SGE in its first 128 bytes, the UD address after the SGE slots
-  static constexpr uint32_t kVersion = 5;
+  // last; 5: a send record's first SGE in its first 128 bytes, the UD address after the SGE slots;
+  // 6: the bad_source drop counter
+  static constexpr uint32_t kVersion = 6;
 
   uint64_t magic = 0;
   uint32_t version = 0;
