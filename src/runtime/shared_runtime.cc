@@ -22,6 +22,7 @@
 #include "fabric/fault_injector.h"
 #include "fabric/inproc_carrier.h"
 #include "fabric/udp_carrier.h"
+#include "runtime/device_seed.h"
 #include "runtime/fabric_registry.h"
 #include "runtime/irq_socket.h"
 #include "runtime/shared_kernel.h"
@@ -219,6 +220,14 @@ bool SharedRuntime::Impl::attach(std::string& error) {
     return false;
   }
 
+  // The randomness of the device's keys and QPNs, used if this process formats it.
+  uint64_t seed = 0;
+  try {
+    seed = fresh_device_seed();
+  } catch (const std::exception& e) {
+    error = e.what();
+    return false;
+  }
   auto config_for = [this](uint16_t lid) {
     hca::DeviceConfig c = options_.config_for_lid ? options_.config_for_lid(lid)
                                                   : hca::default_device_config(lid > 0 ? lid - 1u : 0u);
@@ -246,6 +255,7 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   if (segment_ == nullptr) return false;
   segment_path_ = segment_->path();
   config_ = config_for(segment_->lid());
+  config_.seed = seed;
   if (faults.any()) {
     // Each process of the host its own random streams, named by host and slot, so a run of the
     // same processes started in the same order sees the same faults.

@@ -27,6 +27,9 @@ constexpr uint32_t kAtomicBytes = 8;
 constexpr uint32_t kMaxRdAtomic = 16;           // the device's max_qp_rd_atom
 constexpr uint32_t kRequesterHost = 0;
 constexpr uint32_t kResponderHost = 1;
+// The seed of the sim devices' keys and QPNs (hca::DeviceConfig::seed): fixed, so a run is the
+// same run every time (STYLE.md rule 4).
+constexpr uint64_t kSimDeviceSeed = 0;
 constexpr const char* kRequester = "softhca_0";
 constexpr const char* kResponder = "softhca_1";
 
@@ -737,6 +740,7 @@ void ensure_sim_runtime(const sim::MachineProfile& p) {
   options.num_devices = 2;
   options.pcie = config;
   options.clock = &env->clock;
+  options.device_seed = kSimDeviceSeed;  // the same keys and QPNs in every run
   options.tlp_tap = &env->taps;
   options.packet_tap = &env->taps;
   if (!runtime::Runtime::install_process(runtime::Runtime::create(options))) {
