@@ -10,8 +10,8 @@
 // itself, the usual case), the requester takes the last one once pump() has sent what it could, as
 // if it had been delivered from the queue; otherwise the responder sends them as on the packet path.
 //
-// Anything the responder would refuse (wrong PSN, key, access, state, P_Key, source), a payload not in one
-// mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path.
+// Anything the responder would refuse (wrong PSN, key, access, state, P_Key, source), a payload not
+// in one mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path.
 #include "base/copy.h"
 #include "hca/transport/requester.h"
 #include "hca/transport/responder.h"
