@@ -118,11 +118,23 @@ class MemoryKeys {
   [[nodiscard]] uint32_t live() const { return table_.live(); }
 
  private:
+  // The table number of `key`'s index (0: none). The index permutation is fixed at format, so the
+  // numbers of the last indexes looked up are remembered (direct-mapped): a key used again, as on
+  // every message of a connection, costs a comparison instead of the Feistel rounds.
   [[nodiscard]] uint32_t number_of(uint32_t key) const {
-    return key >> 8 == 0 ? 0 : KeyIndex::number_of(st_.index_keys, key >> 8);
+    const uint32_t index = key >> 8;
+    if (index == 0) return 0;
+    Memo& m = memo_[index % memo_.size()];
+    if (m.index != index) m = Memo{index, KeyIndex::number_of(st_.index_keys, index)};
+    return m.number;
   }
+  struct Memo {
+    uint32_t index = 0;  // 0: empty (no key has index 0)
+    uint32_t number = 0;
+  };
   MemoryKeysState& st_;
   ObjectTable<Mkey> table_;
+  mutable std::array<Memo, 64> memo_{};  // per process, like the view: used under the device lock
 };
 
 // MemoryKeys::translate() that keeps the last key it found for the next call, which then costs
