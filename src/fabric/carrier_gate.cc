@@ -2,13 +2,16 @@
 
 #include <utility>
 
+#include "base/endian.h"
+#include "fabric/packet/headers.h"
+
 namespace softhca::fabric {
 
 namespace {
-// The LRH's SLID: bytes 6..7, big-endian (IBA 7.7). The carrier hands on no datagram shorter than
-// an LRH, BTH, ICRC and VCRC.
+// The LRH's SLID (IBA 7.7); 0, no host's LID, for less than an LRH (the carrier hands on no
+// datagram shorter than an LRH, BTH, ICRC and VCRC).
 uint16_t lrh_slid(std::span<const uint8_t> packet) {
-  return packet.size() < kLrhBytes ? 0 : static_cast<uint16_t>((packet[6] << 8) | packet[7]);
+  return packet.size() < sizeof(Lrh) ? 0 : load_as<Lrh>(packet.data()).slid.get();
 }
 }  // namespace
 
