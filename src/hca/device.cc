@@ -233,7 +233,7 @@ std::optional<DropReason> Device::refuses(const QueuePair& qp, fabric::BthOpcode
   const QpState s = qp.state();
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return DropReason::kUnknownQp;
   if (!matches_transport(op, qp.type)) return DropReason::kWrongTransport;
-  if ((pkey & 0x7fff) != (config_.port.pkeys[qp.attr.pkey_index] & 0x7fff)) return DropReason::kBadPkey;
+  if (!pkeys_match(pkey, config_.port.pkeys[qp.attr.pkey_index])) return DropReason::kBadPkey;
   return std::nullopt;
 }
 
@@ -409,6 +409,10 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
   if (const std::optional<DropReason> why = refuses(*qp, f.opcode, f.pkey)) {
     c.packets_dropped += packets;
     return drop(*why);
+  }
+  if (!from_peer(*qp, f)) {
+    c.packets_dropped += packets;
+    return drop(DropReason::kBadSource);
   }
   c.packets_received += packets;
   c.bytes_received += wire_bytes * packets;

@@ -31,6 +31,15 @@
 
 namespace softhca::hca {
 
+// P_Key matching (IBA 10.9, partitions: membership and matching): two P_Keys match when their
+// 15-bit keys are equal and not 0 (0x0000 and 0x8000 are the invalid P_Key) and at least one of the
+// two is a full member (bit 15 set): a limited member talks only to full members.
+[[nodiscard]] constexpr bool pkeys_match(uint16_t a, uint16_t b) {
+  constexpr uint16_t kKeyBits = 0x7fff;
+  constexpr uint16_t kFullMember = 0x8000;
+  return (a & kKeyBits) != 0 && (a & kKeyBits) == (b & kKeyBits) && ((a | b) & kFullMember) != 0;
+}
+
 // Where the device's packets go (a fabric carrier).
 class PacketPort {
  public:
@@ -181,8 +190,21 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   }
   void count_sent(const fabric::PacketFields& f, size_t wire_bytes);
   // Why `qp` would not take a packet of this opcode and P_Key (its state, transport or P_Key), or
-  // nothing: accept()'s rule, which express WRITEs and their ACKs follow too.
+  // nothing: accept()'s rule, which express WRITEs and their ACKs follow too. The P_Key must match
+  // the entry of the port's P_Key table at the QP's P_Key index (pkeys_match()).
   [[nodiscard]] std::optional<DropReason> refuses(const QueuePair& qp, fabric::BthOpcode op, uint16_t pkey) const;
+  // IBA 9.6.1.5: a packet to a connected QP (RC, UC) is taken only from where the QP is connected:
+  // on InfiniBand its SLID must be the path's DLID, and when it carries a GRH and the path is
+  // global, its SGID must be the path's DGID (on Ethernet, always: the SGID is the sender's IPv4
+  // address). accept() drops others as kBadSource, before they can change any state or draw an
+  // ACK or NAK. UD QPs take datagrams from anyone (their Q_Key is checked instead).
+  [[nodiscard]] bool from_peer(const QueuePair& qp, const fabric::PacketFields& f) const {
+    if (qp.type == hwif::QpType::kUd) return true;
+    const hwif::AddressVector& av = qp.attr.av;
+    if (!ethernet() && f.slid.value() != av.dlid) return false;
+    if (f.grh && av.is_global) return f.grh->sgid == av.dgid.raw;
+    return !ethernet();  // an Ethernet path is always global, and every RoCEv2 packet has its GRH
+  }
   // Where a sender gathers the payload of a packet with these (routed) fields: a loopback slot
   // when the packet will loop back (transmit() then copies nothing), payload_buf_ otherwise.
   uint8_t* payload_buffer_for(const fabric::PacketFields& f);

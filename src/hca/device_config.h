@@ -17,6 +17,10 @@ struct DeviceConfig {
   // address (host order; GID 0 is its IPv4-mapped form) and the UDP destination port of RoCEv2.
   uint32_t ipv4 = 0;
   uint16_t roce_udp_port = 4791;  // IANA "roce", IBA Annex A17 (fabric::kRoceV2UdpPort)
+  // The randomness of a freshly formatted device: the variants and indexes of its memory keys and
+  // its first QPN. The same seed gives the same keys and QPNs (sim mode, tests); live runtimes
+  // pass one from getrandom(2). Unused when attaching to a device already formatted.
+  uint64_t seed = 0;
 };
 
 // The default configuration of device number `index` on a fabric: LID index+1, GUID derived from

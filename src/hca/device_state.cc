@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hca/queue_objects.h"
+#include "sim/random_stream.h"
 
 namespace softhca::hca {
 
@@ -38,6 +39,14 @@ Layout layout_of(const DeviceConfig& config) {
   return l;
 }
 
+// The device's first QPN, from its seed (kFirstQpn).
+uint32_t first_qpn(const DeviceConfig& config) {
+  const uint32_t max_qp = config.caps.max_qp;
+  if (max_qp > kQpnLimit - kFirstQpn) throw std::invalid_argument("hca::Device: max_qp must leave room in 24 bits");
+  sim::RandomStream random = sim::RandomStream::for_component(config.seed, "hca/qpns");
+  return static_cast<uint32_t>(random.between(kFirstQpn, kQpnLimit - max_qp));
+}
+
 void format(DeviceState& s, const DeviceRegion& region, const DeviceConfig& config) {
   const Layout l = layout_of(config);
   const hwif::DeviceCaps& c = config.caps;
@@ -47,11 +56,11 @@ void format(DeviceState& s, const DeviceRegion& region, const DeviceConfig& conf
   s.roce_udp_port = config.roce_udp_port;
   s.ipv4 = config.ipv4;
   ObjectTable<uint32_t>::format(s.pds, kFirstNumber, c.max_pd, l.pds);
-  MemoryKeys::format(s.mkeys, c.max_mr, l.mkeys);
+  MemoryKeys::format(s.mkeys, c.max_mr, l.mkeys, config.seed);
   ObjectTable<EventQueue>::format(s.eqs, kFirstNumber, kMaxEqs, l.eqs);
   ObjectTable<CompletionQueue>::format(s.cqs, kFirstNumber, c.max_cq, l.cqs);
   ObjectTable<SharedReceiveQueue>::format(s.srqs, kFirstNumber, c.max_srq, l.srqs);
-  ObjectTable<QueuePair>::format(s.qps, kFirstQpn, c.max_qp, l.qps);
+  ObjectTable<QueuePair>::format(s.qps, first_qpn(config), c.max_qp, l.qps);
   RegionHeap::format(s.heap, l.end, region.size);
   s.version = DeviceState::kVersion;
   s.magic = DeviceState::kMagic;  // last: a region with the magic is whole

@@ -21,7 +21,10 @@
 
 namespace softhca::hca {
 
-inline constexpr uint32_t kFirstQpn = 0x10;  // QPNs 0 and 1 are the special QPs (IBA 3.5.5)
+// A device's QPNs are a run from a first QPN drawn from its seed in [kFirstQpn, kQpnLimit -
+// max_qp]: 0 and 1 are the special QPs (IBA 3.5.5), and a QPN is 24 bits (BTH DestQP, IBA 9.2).
+inline constexpr uint32_t kFirstQpn = 0x10;
+inline constexpr uint32_t kQpnLimit = 1u << 24;
 inline constexpr uint32_t kFirstNumber = 1;  // 0 is never a valid object number
 inline constexpr uint32_t kMaxEqs = 1024;
 // The least heap a region must have beyond its slot arrays: a handful of objects and QPs.
@@ -34,8 +37,9 @@ inline constexpr uint32_t kStatsBanks = 8;
 struct DeviceState {
   static constexpr uint64_t kMagic = 0x31'41'43'48'54'46'4f'53ull;  // "SOFTHCA1", little-endian
   // 2: per-QP counters; 3: hot counters on lines of their own; 4: send records with their SGE slots
-  // last; 5: a send record's first SGE in its first 128 bytes, the UD address after the SGE slots
-  static constexpr uint32_t kVersion = 5;
+  // last; 5: a send record's first SGE in its first 128 bytes, the UD address after the SGE slots;
+  // 6: the bad_source drop counter; 7: key variants and indexes drawn from the seed (MemoryKeysState)
+  static constexpr uint32_t kVersion = 7;
 
   uint64_t magic = 0;
   uint32_t version = 0;
@@ -69,7 +73,7 @@ static_assert(std::is_trivially_copyable_v<DeviceState> && std::is_standard_layo
 
 // Formats (kFormat) or checks (kAttach) the region and returns its state. Throws
 // std::invalid_argument for a region that is too small, misaligned, not formatted, or formatted
-// for other capacities or another link (link layer, IPv4 address, RoCE port) than `config` gives;
+// for other capacities (or capacities no 24-bit number fits) or another link (link layer, IPv4 address, RoCE port) than `config` gives;
 // the message of a link mismatch names both links.
 DeviceState& open_region(const DeviceRegion& region, RegionInit init, const DeviceConfig& config);
 

@@ -12,6 +12,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::kBadQkey: return "bad_qkey";
     case DropReason::kNoReceiveWqe: return "no_receive_wqe";
     case DropReason::kPsnOutOfWindow: return "psn_out_of_window";
+    case DropReason::kBadSource: return "bad_source";
     case DropReason::kCount: break;
   }
   return "?";

@@ -17,6 +17,7 @@ enum class DropReason : uint8_t {
   kBadQkey,
   kNoReceiveWqe,  // UD/UC: nothing posted
   kPsnOutOfWindow,// UC gap, stale responses
+  kBadSource,     // RC/UC: not from where the QP is connected (SLID, SGID; IBA 9.6.1.5)
   kCount,
 };
 std::string_view to_string(DropReason r);

@@ -1,9 +1,11 @@
 // Memory keys (MRs as the device knows them): translation of (key, address, length) to host
 // addresses with the protection checks of IBA 10.6.3 — key exists, PD matches, range inside the
-// region, access right granted. lkey == rkey, both index<<8 | an 8-bit variant. The table lives in
-// the device region; MemoryKeys is a per-process view of it.
+// region, access right granted. lkey == rkey = index << 8 | an 8-bit variant as in an mlx5 mkey,
+// both drawn from the device's seed (docs/security.md "Keys and QPNs"). The table lives in the
+// device region; MemoryKeys is a per-process view of it.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <span>
 
@@ -60,20 +62,35 @@ class MappedKey {
   uint64_t limit_ = 0;         // bytes of the region from its start that are mapped
 };
 
-// The keys' state in the region: the table and the variant counter of the next key.
+// The keys' state in the region: the table, the variants in the order keys get them (a random
+// permutation of 1..255: variant 0 never occurs, so no key is 0 or kInvalidLkey), the next one's
+// place in it, and the round keys of the index permutation. Drawn once, at format.
 struct MemoryKeysState {
+  static constexpr uint32_t kVariants = 255;
   TableState table;
-  uint8_t variant = 0;
+  std::array<uint8_t, kVariants> variants{};
+  uint8_t next_variant = 0;
+  std::array<uint32_t, 4> index_keys{};
+};
+
+// The 24-bit index field of a key: a keyed permutation of the table's numbers (a 4-round Feistel
+// network over two 12-bit halves, cycle-walked around 0), so that one key says nothing about the
+// index of another. Not a cipher: it keeps a guess at a key as hard as the key's 32 bits, it does
+// not withstand analysis of many keys.
+struct KeyIndex {
+  static constexpr uint32_t kBits = 24;
+  static constexpr uint32_t kLimit = 1u << kBits;  // numbers and indexes lie in [1, kLimit)
+  [[nodiscard]] static uint32_t of_number(const std::array<uint32_t, 4>& keys, uint32_t number);
+  [[nodiscard]] static uint32_t number_of(const std::array<uint32_t, 4>& keys, uint32_t index);
 };
 
 class MemoryKeys {
  public:
   MemoryKeys(RegionHeap& heap, MemoryKeysState& state) : st_(state), table_(heap, state.table) {}
-  // Index 0 is never a key (a zero lkey means "no key" to the driver).
-  static void format(MemoryKeysState& st, uint32_t capacity, uint64_t slots_offset) {
-    st = MemoryKeysState{};
-    ObjectTable<Mkey>::format(st.table, 1, capacity, slots_offset);
-  }
+  // The keys' randomness comes from `seed` (the same seed, the same keys). Index 0 and variant 0
+  // are never a key's (a zero lkey means "no key" to the driver). Throws std::invalid_argument
+  // for a capacity that does not fit the 24-bit index.
+  static void format(MemoryKeysState& st, uint32_t capacity, uint64_t slots_offset, uint64_t seed);
   static constexpr uint64_t slot_bytes(uint32_t capacity) { return ObjectTable<Mkey>::slot_bytes(capacity); }
 
   // Returns the key, or 0 when the table or the region is full.
@@ -101,9 +118,23 @@ class MemoryKeys {
   [[nodiscard]] uint32_t live() const { return table_.live(); }
 
  private:
-  static uint32_t index_of(uint32_t key) { return key >> 8; }
+  // The table number of `key`'s index (0: none). The index permutation is fixed at format, so the
+  // numbers of the last indexes looked up are remembered (direct-mapped): a key used again, as on
+  // every message of a connection, costs a comparison instead of the Feistel rounds.
+  [[nodiscard]] uint32_t number_of(uint32_t key) const {
+    const uint32_t index = key >> 8;
+    if (index == 0) return 0;
+    Memo& m = memo_[index % memo_.size()];
+    if (m.index != index) m = Memo{index, KeyIndex::number_of(st_.index_keys, index)};
+    return m.number;
+  }
+  struct Memo {
+    uint32_t index = 0;  // 0: empty (no key has index 0)
+    uint32_t number = 0;
+  };
   MemoryKeysState& st_;
   ObjectTable<Mkey> table_;
+  mutable std::array<Memo, 64> memo_{};  // per process, like the view: used under the device lock
 };
 
 // MemoryKeys::translate() that keeps the last key it found for the next call, which then costs

@@ -13,6 +13,7 @@
 
 #include "runtime/agent.h"
 #include "runtime/chrome_trace.h"
+#include "runtime/device_seed.h"
 #include "runtime/link_config.h"
 #include "runtime/live_device.h"
 #include "runtime/pcap_tap.h"
@@ -62,6 +63,7 @@ class LiveRuntime final : public Runtime {
     for (uint32_t i = 0; i < options.num_devices; ++i) {
       hca::DeviceConfig config = config_from_env(i);
       if (options.pcie) config.pcie = *options.pcie;
+      config.seed = options.device_seed ? *options.device_seed + i : fresh_device_seed();
       lids_.push_back(config.port.lid);
       devices_.push_back(std::make_unique<LiveDevice>(config, i, env));
       slots_.push_back(devices_.back().get());
@@ -248,7 +250,7 @@ Runtime* shared_from_env(const RuntimeOptions& options) {
   std::string error;
   if (!host_names_from_env(so.names, error)) {
     std::fprintf(stderr, "softhca: %s; no device\n", error.c_str());
-    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr});
+    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr, std::nullopt});
   }
   so.config_for_lid = [](uint16_t lid) { return config_from_env(lid > 0 ? lid - 1u : 0u); };
   so.pcie = options.pcie;
@@ -258,7 +260,7 @@ Runtime* shared_from_env(const RuntimeOptions& options) {
   if (rt == nullptr) {
     std::fprintf(stderr, "softhca: cannot attach host %s of fabric %s: %s; no device\n", so.names.host.c_str(),
                  so.names.fabric.c_str(), error.c_str());
-    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr});
+    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr, std::nullopt});
   }
   g_shared = rt.release();
   // Registered before SOFTHCA_STATS's handler, so it runs after it (atexit runs in reverse).
@@ -274,7 +276,7 @@ Runtime* private_from_env(const RuntimeOptions& options) {
   std::string error;
   if (!fault_spec_from_env(faults, error)) {
     std::fprintf(stderr, "softhca: %s; no device\n", error.c_str());
-    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr});
+    return new LiveRuntime(RuntimeOptions{0, options.pcie, nullptr, nullptr, nullptr, std::nullopt});
   }
   return new LiveRuntime(options, faults);
 }

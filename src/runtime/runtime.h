@@ -74,6 +74,9 @@ struct RuntimeOptions {
   hca::EngineClock* clock = nullptr;
   TlpTap* tlp_tap = nullptr;
   PacketTap* packet_tap = nullptr;
+  // The seed of device i's keys and QPNs is device_seed + i (hca::DeviceConfig::seed): sim mode
+  // and demonstrations give one, so a run repeats itself. Unset: fresh_device_seed() per device.
+  std::optional<uint64_t> device_seed;
 };
 
 class Runtime {

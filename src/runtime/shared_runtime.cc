@@ -18,9 +18,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fabric/carrier_gate.h"
 #include "fabric/fault_injector.h"
 #include "fabric/inproc_carrier.h"
 #include "fabric/udp_carrier.h"
+#include "runtime/device_seed.h"
 #include "runtime/fabric_registry.h"
 #include "runtime/irq_socket.h"
 #include "runtime/shared_kernel.h"
@@ -93,6 +95,8 @@ class SharedRuntime::Impl final : public DeviceSlot,
   void run_timers(Picoseconds now);
   void dump_stats(const std::string& path);
   hca::Device::ObjectCounts object_counts();
+  hca::DeviceStats packet_stats();
+  [[nodiscard]] uint64_t refused_at_carrier() const { return gate_ != nullptr ? gate_->refused() : 0; }
 
   DeviceSlot* slots_[1] = {this};
   std::string segment_path_;
@@ -130,6 +134,9 @@ class SharedRuntime::Impl final : public DeviceSlot,
   };
 
   bool open_udp(bool formatting);
+  // Which datagrams udp_ hands to the device: InfiniBand, those from the carrier endpoint the
+  // registry names for their SLID; Ethernet, those from the RoCE port (docs/security.md).
+  std::unique_ptr<fabric::CarrierGate> make_gate();
   int open_roce_carrier();  // 0 or the errno of the bind
   [[nodiscard]] bool ethernet() const { return link_.layer == hwif::LinkLayer::kEthernet; }
   // Delivers every packet looped back on this host (either queue) until none is left.
@@ -171,6 +178,8 @@ class SharedRuntime::Impl final : public DeviceSlot,
   std::string name_ = "softhca_0";
   uint8_t blueflame_mode_ = 0;
   std::unique_ptr<fabric::UdpCarrier> udp_;
+  // What the receiver lets through from udp_ (set before the receiver starts, when udp_ is open).
+  std::unique_ptr<fabric::CarrierGate> gate_;
   std::unique_ptr<HostSegment> segment_;
   std::unique_ptr<MemoryPublisher> publisher_;
   std::unique_ptr<PeerMemory> peers_;
@@ -225,6 +234,14 @@ bool SharedRuntime::Impl::attach(std::string& error) {
     return false;
   }
 
+  // The randomness of the device's keys and QPNs, used if this process formats it.
+  uint64_t seed = 0;
+  try {
+    seed = fresh_device_seed();
+  } catch (const std::exception& e) {
+    error = e.what();
+    return false;
+  }
   auto config_for = [this](uint16_t lid) {
     hca::DeviceConfig c = options_.config_for_lid ? options_.config_for_lid(lid)
                                                   : hca::default_device_config(lid > 0 ? lid - 1u : 0u);
@@ -275,6 +292,7 @@ bool SharedRuntime::Impl::attach(std::string& error) {
     link_.netdev_mtu = interface_mtu_of(link_.ipv4);
   }
   config_ = config_for(segment_->lid());
+  config_.seed = seed;
   if (faults.any()) {
     // Each process of the host its own random streams, named by host and slot, so a run of the
     // same processes started in the same order sees the same faults.
@@ -318,6 +336,7 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   host_port_ = std::make_unique<pcie::HostPort>(static_cast<hwif::MmioTarget&>(*this), static_cast<pcie::TlpSink&>(*this),
                                                 device_->config().pcie);
   loopback_.attach(segment_->lid(), static_cast<fabric::PacketReceiver*>(this));
+  if (udp_) gate_ = make_gate();
   agent_ = std::thread([this] { agent_loop(); });
   if (udp_) receiver_ = std::thread([this] { receive_loop(); });
   // Return only once both threads run their loops: a thread still starting allocates (its
@@ -401,6 +420,16 @@ int SharedRuntime::Impl::open_roce_carrier() {
   return 0;
 }
 
+std::unique_ptr<fabric::CarrierGate> SharedRuntime::Impl::make_gate() {
+  if (ethernet()) return std::make_unique<fabric::CarrierGate>(fabric::CarrierMode::kRoceV2, link_.roce_port, nullptr);
+  return std::make_unique<fabric::CarrierGate>(
+      fabric::CarrierMode::kNativeIb, 0, [this](uint16_t lid) -> std::optional<fabric::Ipv4Endpoint> {
+        const std::optional<HostAddress> h = registry_.find_by_lid(lid);
+        if (!h || h->udp_port == 0 || h->ipv4_be == 0) return std::nullopt;
+        return fabric::Ipv4Endpoint{ntohl(h->ipv4_be), h->udp_port};
+      });
+}
+
 void SharedRuntime::Impl::stop_threads() {
   {
     std::lock_guard<std::mutex> g(agent_mu_);
@@ -447,6 +476,7 @@ uint32_t SharedRuntime::Impl::sweep_locked() {
     if (segment_->free_dead_slot(s)) ++n;
   }
   routes_.clear();
+  if (gate_ != nullptr) gate_->forget();
   return n;
 }
 
@@ -505,6 +535,11 @@ void SharedRuntime::Impl::release_uar(uint32_t uar_index) {
 hca::Device::ObjectCounts SharedRuntime::Impl::object_counts() {
   Entry e(*this);
   return device_->object_counts();
+}
+
+hca::DeviceStats SharedRuntime::Impl::packet_stats() {
+  Entry e(*this);
+  return device_->stats();
 }
 
 // ---- the wire ---------------------------------------------------------------------------------------
@@ -614,6 +649,7 @@ void SharedRuntime::Impl::send_off_host(uint16_t dlid, std::span<const uint8_t> 
 
 void SharedRuntime::Impl::receive_loop() {
   const fabric::UdpCarrier::Callback on_datagram = [this](const fabric::Datagram& d) {
+    if (!gate_->admits(d)) return;  // not from a host of the fabric: counted, never near the device
     Entry e(*this);
     if (detached_) return;
     from_other_.fetch_add(1, std::memory_order_relaxed);
@@ -679,7 +715,10 @@ void SharedRuntime::Impl::agent_loop() {
       Entry e(*this);
       if (!detached_) {
         if (reclaim) sweep_locked();
-        if (sweeping) routes_.clear();  // a host that restarted has a new carrier address
+        if (sweeping) {
+          routes_.clear();  // a host that restarted has a new carrier address
+          if (gate_ != nullptr) gate_->forget();
+        }
         device_->on_timer(t);
         drain_wire();
       }
@@ -709,7 +748,8 @@ void SharedRuntime::Impl::dump_stats(const std::string& path) {
                         {"carrier",
                          {{"to_other_hosts", to_other_.load()},
                           {"from_other_hosts", from_other_.load()},
-                          {"unroutable", unroutable_.load()}}}};
+                          {"unroutable", unroutable_.load()},
+                          {"dropped_foreign", refused_at_carrier()}}}};
   if (faults_ != nullptr) {
     fabric::FaultCounters c;
     {
@@ -765,5 +805,7 @@ uint64_t SharedRuntime::packets_unroutable() const { return impl_->unroutable_.l
 uint64_t SharedRuntime::packets_to_other_hosts() const { return impl_->to_other_.load(); }
 uint64_t SharedRuntime::packets_from_other_hosts() const { return impl_->from_other_.load(); }
 hca::Device::ObjectCounts SharedRuntime::object_counts() { return impl_->object_counts(); }
+hca::DeviceStats SharedRuntime::packet_stats() { return impl_->packet_stats(); }
+uint64_t SharedRuntime::packets_refused_at_carrier() const { return impl_->refused_at_carrier(); }
 
 }  // namespace softhca::runtime

@@ -74,7 +74,11 @@ class SharedRuntime final : public Runtime {
   [[nodiscard]] uint64_t packets_unroutable() const;
   [[nodiscard]] uint64_t packets_to_other_hosts() const;
   [[nodiscard]] uint64_t packets_from_other_hosts() const;
+  // Datagrams the UDP carrier refused: not from a host of the fabric (fabric::CarrierGate).
+  [[nodiscard]] uint64_t packets_refused_at_carrier() const;
   [[nodiscard]] hca::Device::ObjectCounts object_counts();
+  // The host device's packet counters (all its processes), read under the device lock.
+  [[nodiscard]] hca::DeviceStats packet_stats();
 
   class Impl;
 

@@ -90,6 +90,9 @@ void ensure_sim_runtime(const sim::MachineProfile& p) {
   options.num_devices = kModelHosts;
   options.pcie = config;
   options.clock = &env->clock;
+  // The sim devices' keys and QPNs (hca::DeviceConfig::seed): one fixed seed, so a run is the
+  // same run every time (STYLE.md rule 4).
+  options.device_seed = 0;
   options.tlp_tap = &env->taps;
   options.packet_tap = &env->taps;
   if (!runtime::Runtime::install_process(runtime::Runtime::create(options))) {

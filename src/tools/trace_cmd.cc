@@ -49,6 +49,7 @@ Recording& recording() {
     o.num_devices = 2;
     o.tlp_tap = &rec->fanout;
     o.packet_tap = &rec->fanout;
+    o.device_seed = 0;  // a demonstration on devices of its own: the same keys and QPNs every run
     rec->installed = runtime::Runtime::install_process(runtime::Runtime::create(o));
     return rec;
   }();

@@ -83,7 +83,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- remote access errors -----------------------------------------------------------------------
 
-enum class RemoteFault { kUnknownRkey, kPastEnd, kBeforeStart, kMrLacksRight, kQpLacksRight };
+// kNextKey: the key of an MR registered right after the target, guessed from the target's as keys
+// counted up before issue 15 (index + 1, variant + 1: the target's rkey + 0x101).
+enum class RemoteFault { kUnknownRkey, kPastEnd, kBeforeStart, kMrLacksRight, kQpLacksRight, kNextKey };
 
 struct RemoteCase {
   const char* name;
@@ -114,6 +116,12 @@ TEST_P(RemoteAccessErrors, CompleteWithRemoteAccessErrorPutTheQpInErrorAndFlushT
   ASSERT_NE(target, nullptr) << errno_name(errno);
   const bool atomic = c.opcode != IBV_WR_RDMA_WRITE && c.opcode != IBV_WR_RDMA_READ;
   fill_pattern(b_.bytes().subspan(kSmallMrOff, kSmallMrBytes), 3);
+  ibv_mr* next = nullptr;
+  if (c.fault == RemoteFault::kNextKey) {
+    next = reg_mr(b_, kSmallMrOff + 2 * kSmallMrBytes, kSmallMrBytes, kAllAccess);
+    ASSERT_NE(next, nullptr) << errno_name(errno);
+    EXPECT_NE(next->rkey, target->rkey + 0x101u);  // the guess must be wrong for the row to mean anything
+  }
 
   SendArgs args;
   args.opcode = c.opcode;
@@ -128,6 +136,10 @@ TEST_P(RemoteAccessErrors, CompleteWithRemoteAccessErrorPutTheQpInErrorAndFlushT
       args.remote_addr = b_.addr(kSmallMrOff + kSmallMrBytes - (atomic ? 0 : 32));
       break;
     case RemoteFault::kBeforeStart: args.remote_addr = b_.addr(kSmallMrOff) - (atomic ? 8 : 32); break;
+    case RemoteFault::kNextKey:
+      args.rkey = target->rkey + 0x101u;
+      args.remote_addr = b_.addr(kSmallMrOff + 2 * kSmallMrBytes);
+      break;
     case RemoteFault::kMrLacksRight:
     case RemoteFault::kQpLacksRight: break;
   }
@@ -143,6 +155,10 @@ INSTANTIATE_TEST_SUITE_P(
                    RemoteFault::kUnknownRkey},
         RemoteCase{"WritePastEnd", "RC RDMA WRITE of 64 bytes starting 32 bytes before the end of the remote MR",
                    IBV_WR_RDMA_WRITE, RemoteFault::kPastEnd},
+        RemoteCase{"WriteGuessedNextKey",
+                   "RC RDMA WRITE into the MR registered right after another, with that one's rkey + 0x101 (the "
+                   "next key before keys were random: issue 15)",
+                   IBV_WR_RDMA_WRITE, RemoteFault::kNextKey},
         RemoteCase{"WriteMrLacksRight", "RC RDMA WRITE to an MR registered without IBV_ACCESS_REMOTE_WRITE",
                    IBV_WR_RDMA_WRITE, RemoteFault::kMrLacksRight},
         RemoteCase{"WriteQpLacksRight", "RC RDMA WRITE to a QP whose qp_access_flags lack IBV_ACCESS_REMOTE_WRITE",

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,8 +34,9 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
   static constexpr uint32_t kPeerQpn = 0x77;
   static constexpr size_t kBufBytes = 256 * 1024;
 
-  explicit DeviceHarness(hwif::QpType type = hwif::QpType::kRc)
-      : device_(hca::default_device_config(0), counters_, *this, *this), type_(type) {
+  explicit DeviceHarness(hwif::QpType type = hwif::QpType::kRc,
+                         const hca::DeviceConfig& config = hca::default_device_config(0))
+      : device_(config, counters_, *this, *this), type_(type) {
     buf_.resize(kBufBytes);
     sq_.resize((1u << kLogSqBbs) * hwif::kSendWqeBbBytes);
     rq_.resize((1u << kLogRq) * 16);
@@ -82,6 +84,14 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
   uint32_t qpn() const { return qpn_; }
   hwif::QpType type() const { return type_; }
 
+  // Before connect(): the path to the peer carries a GRH to `peer_gid` (and requests from the
+  // peer come with one from it); the QP uses P_Key table entry `index` (requests carry `pkey`).
+  void use_global_path(const hwif::Gid& peer_gid) { peer_gid_ = peer_gid; }
+  void use_pkey(uint16_t index, uint16_t pkey) {
+    pkey_index_ = index;
+    pkey_ = pkey;
+  }
+
   // RESET -> INIT -> RTR -> RTS with the given PSNs; peer at kPeerLid/kPeerQpn.
   int connect(uint32_t sq_psn, uint32_t rq_psn, uint8_t rnr_retry = 7, uint8_t retry_cnt = 7,
               uint8_t timeout = 14) {
@@ -90,12 +100,18 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
     m.qpn = qpn_;
     m.attr.state = QpState::kInit;
     m.attr.port_num = 1;
+    m.attr.pkey_index = pkey_index_;
     m.attr.qkey = 0x11111111;
     m.attr.access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
     m.attr_mask = kQpState | kQpPkeyIndex | kQpPort | (type_ == QpType::kUd ? kQpQkey : kQpAccessFlags);
     if (int e = exec_cmd(device_, m)) return e;
     m.attr.state = QpState::kRtr;
     m.attr.av.dlid = kPeerLid;
+    if (peer_gid_) {
+      m.attr.av.is_global = true;
+      m.attr.av.dgid = *peer_gid_;
+      m.attr.av.hop_limit = 64;
+    }
     m.attr.path_mtu = Mtu::k1024;
     m.attr.dest_qpn = kPeerQpn;
     m.attr.rq_psn = rq_psn;
@@ -178,6 +194,8 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
     f.dest_qp = Qpn(qpn_);
     f.psn = Psn(psn);
     f.ack_req = true;
+    f.pkey = pkey_;
+    if (peer_gid_) f.grh = fabric::GrhFields{0, 0, 64, peer_gid_->raw, device_.config().port.gids[0].raw};
     return f;
   }
 
@@ -242,6 +260,9 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
   alignas(64) hwif::QpDbRec qp_db_{};
   alignas(64) hwif::CqDbRec cq_db_{};
   uint32_t pdn_ = 0, key_ = 0, cqn_ = 0, qpn_ = 0;
+  std::optional<hwif::Gid> peer_gid_;
+  uint16_t pkey_index_ = 0;
+  uint16_t pkey_ = 0xffff;  // the default partition's full member (IBA 10.9.1.2)
   uint16_t sq_pi_ = 0, rq_pi_ = 0;
   uint32_t cq_ci_ = 0;
   Picoseconds now_{0};

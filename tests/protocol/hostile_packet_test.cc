@@ -1,6 +1,7 @@
-// Invalid and hostile packets at a receiving device (issue 7): wrong destination LID or QPN, PSNs
-// outside the window, a wrong P_Key or Q_Key, opcodes of another transport or of none, headers cut
-// at each boundary, RETH lengths that disagree with the payload. Each must be dropped and counted
+// Invalid and hostile packets at a receiving device (issues 7, 15): wrong destination LID or QPN, a
+// source the QP is not connected to, PSNs outside the window, a wrong P_Key or Q_Key, opcodes of
+// another transport or of none, headers cut at each boundary, RETH lengths that disagree with the
+// payload. Each must be dropped and counted
 // under exactly one DropReason (or, where the IB specification makes the responder answer, answered
 // as it says), write nothing, complete nothing, and leave the QP taking the next valid packet.
 // Every case is a row of docs/bad-input.md (tests/conformance/bad_input_table.h).
@@ -69,7 +70,9 @@ std::vector<uint8_t> cut(std::vector<uint8_t> p, size_t keep) {
 
 class HostilePackets : public ::testing::Test {
  protected:
-  explicit HostilePackets(hwif::QpType type = hwif::QpType::kRc) : h(type) {}
+  explicit HostilePackets(hwif::QpType type = hwif::QpType::kRc,
+                          const hca::DeviceConfig& config = hca::default_device_config(0))
+      : h(type, config) {}
   void SetUp() override {
     ASSERT_EQ(h.connect(kSqPsn, kRqPsn), 0);
     for (size_t i = 0; i < 64; ++i) h.buf()[kTarget + i] = static_cast<uint8_t>(0xa0 + i);
@@ -114,6 +117,8 @@ class HostilePackets : public ::testing::Test {
         s += "NAK PSN sequence error";
       } else if (c.f.aeth->syndrome == fabric::nak_syndrome(fabric::NakCode::kInvalidRequest)) {
         s += "NAK invalid request";
+      } else if (c.f.aeth->syndrome == fabric::nak_syndrome(fabric::NakCode::kRemoteAccessError)) {
+        s += "NAK remote access error";
       } else {
         s += "another NAK";
       }
@@ -135,6 +140,17 @@ class HostilePackets : public ::testing::Test {
                                                          fabric::is_ack(sent[0].f.aeth->syndrome));
     const bool landed = std::equal(data.begin(), data.end(), h.buf() + kProbe);
     return acked && landed ? "next valid WRITE accepted" : "next valid WRITE REFUSED";
+  }
+
+  // "QP RTS", "QP ERR", ...: the QP's state as QUERY_QP reports it.
+  std::string qp_state() {
+    hwif::QueryQpOut q{};
+    if (hwif::exec_cmd(h.device(), hwif::QueryQpIn{h.qpn()}, q) != 0) return "QP NOT QUERIED";
+    switch (q.attr.state) {
+      case hwif::QpState::kRts: return "QP RTS";
+      case hwif::QpState::kErr: return "QP ERR";
+      default: return "QP in another state";
+    }
   }
 
   DeviceHarness h;
@@ -217,6 +233,135 @@ TEST_F(HostilePackets, APsnHalfTheSpaceBehindIsADuplicateAndNotExecuted) {
   expect_row("packet: RC RDMA WRITE Only 2^23 PSNs behind the expected PSN",
              "no drop counted; ACK (PSN 99); no CQE; nothing written; next valid WRITE accepted; duplicates +1",
              observed, "IBA 9.7.5.1.1: a duplicate");
+}
+
+// ---- where a packet comes from (IBA 9.6.1.5) -----------------------------------------------------
+
+constexpr uint16_t kStrangerLid = 23;  // a LID on the subnet that the QP is not connected to
+
+TEST_F(HostilePackets, AWriteFromAnotherLidThanThePathsIsDroppedAsBadSource) {
+  // Everything a forger can learn or guess is right (QPN, PSN, rkey, VA); only the SLID is not the
+  // peer's.
+  auto f = write_only(kRqPsn, kTarget, 8);
+  f.slid = Lid(kStrangerLid);
+  const std::string observed = outcome([&] { h.inject(f, std::array<uint8_t, 8>{}); }) + "; " + qp_state();
+  expect_row("packet: RC RDMA WRITE Only from an SLID other than the QP's path DLID (QPN, PSN, rkey and VA right)",
+             "dropped, bad_source +1" + kDroppedClean + "; QP RTS", observed, "IBA 9.6.1.5");
+}
+
+TEST_F(HostilePackets, AWrongRkeyFromTheWrongSourceLeavesTheQpAsItWas) {
+  auto f = write_only(kRqPsn, kTarget, 8);
+  f.reth->rkey = RKey(h.key() ^ 0x5a5a00);  // names no key
+  f.slid = Lid(kStrangerLid);
+  std::string observed = outcome([&] { h.inject(f, std::array<uint8_t, 8>{}); }) + "; " + qp_state();
+  expect_row("packet: RC RDMA WRITE Only with an rkey that names no MR, from an SLID other than the path's",
+             "dropped, bad_source +1" + kDroppedClean + "; QP RTS", observed,
+             "a packet failing the source check never changes QP state");
+  // From the peer, the same packet (at the PSN now expected: the valid WRITE took 100) is the
+  // peer's fault: NAKed, and the QP goes to error.
+  f.slid = Lid(DeviceHarness::kPeerLid);
+  f.psn = Psn(kRqPsn + 1);
+  const hca::DeviceStats before = h.device().stats();
+  h.inject(f, std::array<uint8_t, 8>{});
+  observed = drops_between(before, h.device().stats()) + "; " + sent_summary(h.take_sent()) + "; " + qp_state();
+  expect_row("packet: RC RDMA WRITE Only with an rkey that names no MR, from the QP's peer",
+             "no drop counted; NAK remote access error (PSN 101); QP ERR", observed,
+             "IBA 9.7.5.1.4 / 9.9.3.1: the responder NAKs and its QP goes to error");
+}
+
+TEST_F(HostilePackets, AStalePsnFromTheWrongSourceDrawsNoAck) {
+  const uint32_t stale = (kRqPsn - 7) & Psn::kMask;
+  auto f = write_only(stale, kTarget, 8);
+  f.slid = Lid(kStrangerLid);
+  const hca::DeviceStats before = h.device().stats();
+  std::string observed = outcome([&] { h.inject(f, std::array<uint8_t, 8>{}); });
+  observed += "; duplicates +" + std::to_string(h.device().stats().duplicates - before.duplicates);
+  expect_row("packet: RC RDMA WRITE Only 7 PSNs behind the expected PSN, from an SLID other than the path's",
+             "dropped, bad_source +1" + kDroppedClean + "; duplicates +0", observed,
+             "from the peer it would draw an ACK (IBA 9.7.5.1.1); from elsewhere, nothing");
+}
+
+TEST_F(HostilePackets, PastInOrderAndFuturePsnsFromTheWrongSourceAreAllDroppedSilently) {
+  const std::array<uint8_t, 8> data = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto from = [&](uint16_t slid, uint32_t psn) {
+    auto f = write_only(psn, kTarget, 8);
+    f.slid = Lid(slid);
+    const hca::DeviceStats before = h.device().stats();
+    h.inject(f, data);
+    return drops_between(before, h.device().stats()) + "; " + sent_summary(h.take_sent());
+  };
+  // Expect: a past PSN from a stranger: dropped, no ACK.
+  EXPECT_EQ(from(kStrangerLid, kRqPsn - 1), "dropped, bad_source +1; nothing sent");
+  // Expect: the expected PSN from a stranger: dropped, no ACK, nothing written, the PSN still expected.
+  EXPECT_EQ(from(kStrangerLid, kRqPsn), "dropped, bad_source +1; nothing sent");
+  EXPECT_EQ(h.buf()[kTarget], 0xa0);
+  // Expect: a future PSN from a stranger: dropped, no NAK (a sequence-error NAK stays the peer's).
+  EXPECT_EQ(from(kStrangerLid, kRqPsn + 3), "dropped, bad_source +1; nothing sent");
+  // Expect: the same three from the peer: a duplicate ACKed with the last PSN taken, ...
+  EXPECT_EQ(from(DeviceHarness::kPeerLid, kRqPsn - 1), "no drop counted; ACK (PSN 99)");
+  // Expect: ... the expected PSN written and ACKed, ...
+  EXPECT_EQ(from(DeviceHarness::kPeerLid, kRqPsn), "no drop counted; ACK (PSN 100)");
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), h.buf() + kTarget));
+  // Expect: ... and a gap NAKed once with the PSN now expected.
+  EXPECT_EQ(from(DeviceHarness::kPeerLid, kRqPsn + 3), "dropped, psn_out_of_window +1; NAK PSN sequence error (PSN 101)");
+  EXPECT_EQ(qp_state(), "QP RTS");
+}
+
+// ---- partitions (IBA 10.9) -----------------------------------------------------------------------
+
+TEST(PkeyMatching, KeysMatchWhenEqualValidAndNotBothLimited) {
+  EXPECT_TRUE(hca::pkeys_match(0xffff, 0xffff));   // full and full
+  EXPECT_TRUE(hca::pkeys_match(0x7fff, 0xffff));   // limited and full, either way round
+  EXPECT_TRUE(hca::pkeys_match(0xffff, 0x7fff));
+  EXPECT_FALSE(hca::pkeys_match(0x7fff, 0x7fff));  // limited and limited
+  EXPECT_FALSE(hca::pkeys_match(0x9234, 0xffff));  // another partition
+  EXPECT_FALSE(hca::pkeys_match(0x8000, 0x8000));  // the invalid P_Key matches nothing, itself included
+  EXPECT_FALSE(hca::pkeys_match(0x8000, 0x0000));
+}
+
+// A port whose P_Key table holds, at index 1, partition 0x1234 as a limited member; the QP uses it
+// and its peer is a full member (requests carry 0x9234).
+hca::DeviceConfig limited_member_port() {
+  hca::DeviceConfig c = hca::default_device_config(0);
+  c.port.pkeys[1] = 0x1234;
+  return c;
+}
+
+class LimitedMemberPackets : public HostilePackets {
+ protected:
+  LimitedMemberPackets() : HostilePackets(hwif::QpType::kRc, limited_member_port()) {}
+  void SetUp() override {
+    h.use_pkey(1, 0x9234);
+    HostilePackets::SetUp();
+  }
+};
+
+TEST_F(LimitedMemberPackets, ALimitedMemberPkeyToALimitedMemberIsDroppedAsBadPkey) {
+  auto f = write_only(kRqPsn, kTarget, 8);
+  f.pkey = 0x1234;
+  expect_row("packet: RC RDMA WRITE Only with P_Key 0x1234 (a limited member) to a QP whose P_Key table entry is 0x1234 "
+             "(a limited member too)",
+             "dropped, bad_pkey +1" + kDroppedClean, outcome([&] { h.inject(f, std::array<uint8_t, 8>{}); }),
+             "IBA 10.9: limited members do not talk to each other");
+}
+
+class EmptyPkeyEntryPackets : public HostilePackets {
+ protected:
+  void SetUp() override {
+    h.use_pkey(1, 0x8000);  // the default table's index 1 is empty (0x0000)
+    HostilePackets::SetUp();
+  }
+};
+
+TEST_F(EmptyPkeyEntryPackets, TheInvalidPkeyMatchesNoEntryNotEvenAnEmptyOne) {
+  const hca::DeviceStats before = h.device().stats();
+  h.inject(write_only(kRqPsn, kTarget, 8), std::array<uint8_t, 8>{});
+  std::string observed = drops_between(before, h.device().stats()) + "; " + sent_summary(h.take_sent());
+  observed += h.buf()[kTarget] == 0xa0 ? "; nothing written" : "; memory WRITTEN";
+  expect_row("packet: RC RDMA WRITE Only with the invalid P_Key 0x8000 to a QP whose P_Key index names an empty "
+             "table entry",
+             "dropped, bad_pkey +1; nothing sent; nothing written", observed,
+             "IBA 10.9: 0x0000 and 0x8000 are the invalid P_Key");
 }
 
 // ---- truncated headers --------------------------------------------------------------------------
@@ -344,6 +489,46 @@ TEST_F(UdHostilePackets, ADatagramWithoutDethIsDroppedAsMalformed) {
   expect_row("packet: UD SEND Only cut after its BTH (no DETH; PktLen and CRCs made valid)",
              "dropped, malformed +1; nothing sent; no CQE; nothing written; next valid datagram received",
              outcome([&] { h.device().receive(p); }));
+}
+
+// ---- sources of UC and UD packets, and GRH sources -----------------------------------------------
+
+TEST_F(UcHostilePackets, AUcWriteFromAnotherLidThanThePathsIsDroppedAsBadSource) {
+  auto f = write_only(kRqPsn, kTarget, 8);
+  f.opcode = BthOpcode::kUcRdmaWriteOnly;
+  f.slid = Lid(kStrangerLid);
+  expect_row("packet: UC RDMA WRITE Only from an SLID other than the QP's path DLID",
+             "dropped, bad_source +1" + kDroppedClean, outcome([&] { h.inject(f, std::array<uint8_t, 8>{}); }),
+             "IBA 9.6.1.5");
+}
+
+TEST_F(UdHostilePackets, UdTakesDatagramsFromAnySourceWithTheRightQkey) {
+  auto f = datagram(kQkey);
+  f.slid = Lid(kStrangerLid);
+  h.inject(f, std::array<uint8_t, 4>{9, 9, 9, 9});
+  // Expect: received (UD is connectionless: the Q_Key is its check, IBA 9.6.1.5.2).
+  const auto cqes = h.take_cqes();
+  ASSERT_EQ(cqes.size(), 1u);
+  EXPECT_EQ(cqes[0].opcode, hwif::CqeOpcode::kRespSend);
+  EXPECT_EQ(h.device().stats().total_dropped(), 0u);
+}
+
+const hwif::Gid kPeerGid{{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x50, 0x56, 0xff, 0xfe, 0, 0, 0x09}};
+
+class GlobalPathPackets : public HostilePackets {
+ protected:
+  void SetUp() override {
+    h.use_global_path(kPeerGid);
+    HostilePackets::SetUp();
+  }
+};
+
+TEST_F(GlobalPathPackets, AGrhFromAnotherGidThanThePathsIsDroppedAsBadSource) {
+  auto f = write_only(kRqPsn, kTarget, 8);
+  f.grh->sgid[15] ^= 0x01;  // the peer's LID, another GID
+  const std::string observed = outcome([&] { h.inject(f, std::array<uint8_t, 8>{}); }) + "; " + qp_state();
+  expect_row("packet: RC RDMA WRITE Only with a GRH whose SGID is not the QP's path DGID (SLID right)",
+             "dropped, bad_source +1" + kDroppedClean + "; QP RTS", observed, "IBA 9.6.1.5");
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 // itself, the usual case), the requester takes the last one once pump() has sent what it could, as
 // if it had been delivered from the queue; otherwise the responder sends them as on the packet path.
 //
-// Anything the responder would refuse (wrong PSN, key, access, state, P_Key), a payload not in one
-// mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path.
+// Anything the responder would refuse (wrong PSN, key, access, state, P_Key, source), a payload not
+// in one mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path.
 #include "base/copy.h"
 #include "hca/transport/requester.h"
 #include "hca/transport/responder.h"
@@ -40,8 +40,11 @@ bool Requester::try_open_link() {
   const AddressVector& av = qp_.attr.av;
   // A WRITE that loops back: our own LID, no GRH, on InfiniBand.
   if (!dev_.internal_loopback_ || dev_.ethernet() || av.is_global || av.dlid != dev_.lid()) return false;
+  // The target takes our WRITEs (its state, transport and P_Key) and they come from where it is
+  // connected (Device::from_peer(): our LID, checked once here for the link's life; no GRH).
   QueuePair* target = dev_.qps_.find(qp_.attr.dest_qpn);
-  if (target == nullptr || !Responder(dev_, *target).takes_express(dev_.config_.port.pkeys[qp_.attr.pkey_index]))
+  if (target == nullptr || !Responder(dev_, *target).takes_express(dev_.config_.port.pkeys[qp_.attr.pkey_index]) ||
+      target->attr.av.dlid != dev_.lid())
     return false;
   link_.status = ExpressLink::Status::kOpen;
   link_.target = target;

@@ -3,6 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <bitset>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "hwif/wqe.h"
 
 namespace softhca::hca {
 namespace {
@@ -22,6 +28,7 @@ class MemoryKeysTest : public ::testing::Test {
   }
   // The keys' state and heap in a small region, as the device lays them out.
   static constexpr uint32_t kCapacity = 16;
+  static constexpr uint64_t kSeed = 7;
   static constexpr uint64_t kSlots = 4096;
   alignas(64) std::array<uint8_t, 64 * 1024> region_{};
   HeapState heap_state_ = [this] {
@@ -31,7 +38,7 @@ class MemoryKeysTest : public ::testing::Test {
   }();
   MemoryKeysState state_ = [] {
     MemoryKeysState st;
-    MemoryKeys::format(st, kCapacity, kSlots);
+    MemoryKeys::format(st, kCapacity, kSlots, kSeed);
     return st;
   }();
   RegionHeap heap_{region_.data(), heap_state_};
@@ -122,6 +129,84 @@ TEST_F(MemoryKeysTest, AKeyCacheAnswersAsTranslateWhetherItHoldsTheKeyOrNot) {
   // A cache lives for one entry point, which no command interrupts; a new one asks the table.
   ASSERT_TRUE(keys_.destroy(a));
   EXPECT_EQ(KeyCache{}.translate(keys_, a, 1, 0x7000, 8, 0).result, KeyCheck::kBadKey);
+}
+
+TEST_F(MemoryKeysTest, KeysStayUniqueAndNoneIsZeroOrTheReceiveTerminator) {
+  std::set<uint32_t> live;
+  for (uint32_t i = 0; i < kCapacity; ++i) {
+    const uint32_t k = make(kAccessLocalWrite);
+    EXPECT_NE(k >> 8, 0u);               // Expect: index 0 never used
+    EXPECT_NE(k & 0xff, 0u);             // Expect: variant 0 never used, so ...
+    EXPECT_NE(k, hwif::kInvalidLkey);    // ... no key is 0 or the receive SGE terminator
+    EXPECT_TRUE(live.insert(k).second);  // Expect: unique
+  }
+  // Deregister and register one at a time, 1000 times: every new key differs from every live key
+  // and from the key just destroyed (its slot is the one used again).
+  uint32_t victim = *live.begin();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(keys_.destroy(victim));
+    live.erase(victim);
+    const uint32_t k = make(kAccessLocalWrite);
+    EXPECT_NE(k, victim);
+    EXPECT_TRUE(live.insert(k).second) << "key 0x" << std::hex << k << " handed out twice";
+    EXPECT_EQ(keys_.translate(victim, 1, 0x7000, 8, 0).result, KeyCheck::kBadKey);
+    victim = k;
+  }
+}
+
+// The first key a device formatted with `seed` hands out.
+uint32_t first_key(uint64_t seed) {
+  alignas(64) static std::array<uint8_t, 64 * 1024> region{};
+  constexpr uint64_t kSlots = 4096;
+  HeapState heap_state;
+  RegionHeap::format(heap_state, kSlots + MemoryKeys::slot_bytes(16), region.size());
+  MemoryKeysState st;
+  MemoryKeys::format(st, 16, kSlots, seed);
+  RegionHeap heap(region.data(), heap_state);
+  MemoryKeys keys(heap, st);
+  CreateMkeyIn in;
+  in.pdn = 1;
+  in.length = 8;
+  return keys.create(in);
+}
+
+TEST(MemoryKeySeeds, DevicesWithDifferentSeedsHandOutDifferentFirstKeys) {
+  // Before: every fresh device's first key was 0x101. Now index and variant come from the seed.
+  std::set<uint32_t> keys, indexes, variants;
+  for (uint64_t seed = 1; seed <= 32; ++seed) {
+    const uint32_t k = first_key(seed);
+    keys.insert(k);
+    indexes.insert(k >> 8);
+    variants.insert(k & 0xff);
+  }
+  EXPECT_EQ(keys.size(), 32u);
+  EXPECT_EQ(indexes.size(), 32u);   // 32 seeds, 32 indexes of 2^24 - 1 for the same table slot
+  EXPECT_GE(variants.size(), 24u);  // 32 draws of 255: a repeat or two, never mostly the same
+  EXPECT_EQ(keys.count(0x101), 0u);
+}
+
+TEST(MemoryKeySeeds, TheSameSeedGivesTheSameKeys) {
+  // Sim mode: a run with the same seed is the same run.
+  for (uint64_t seed : {0ull, 1ull, 0xfeedull}) EXPECT_EQ(first_key(seed), first_key(seed)) << seed;
+}
+
+TEST(KeyIndexPermutation, EveryIndexIsTheImageOfExactlyOneNumberAndZeroOfNone) {
+  const std::array<uint32_t, 4> round_keys = {0x01234567, 0x89abcdef, 0xdeadbeef, 0x0badf00d};
+  auto seen = std::make_unique<std::bitset<KeyIndex::kLimit>>();
+  for (uint32_t n = 1; n < KeyIndex::kLimit; ++n) {
+    const uint32_t index = KeyIndex::of_number(round_keys, n);
+    ASSERT_GT(index, 0u);
+    ASSERT_LT(index, KeyIndex::kLimit);
+    ASSERT_FALSE(seen->test(index)) << "index " << index << " twice";
+    seen->set(index);
+    if (n % 4099 == 0) {
+      ASSERT_EQ(KeyIndex::number_of(round_keys, index), n);  // a sample of inverses
+    }
+  }
+  EXPECT_EQ(seen->count(), KeyIndex::kLimit - 1);
+  // Neighbouring numbers land far apart: one key says nothing about the next one's index.
+  const uint32_t a = KeyIndex::of_number(round_keys, 1), b = KeyIndex::of_number(round_keys, 2);
+  EXPECT_GT(a > b ? a - b : b - a, 256u);
 }
 
 TEST(MappedKey, GivesMemoryOnlyForItsKeyInsideTheRegionAndTheMappedPart) {
