@@ -14,8 +14,12 @@ lib_dir=${2:?}
 check=${3:?}
 tag="dv$$"
 failures=0
+# shellcheck source=pingpong_lib.sh
+source "$(dirname "$0")/pingpong_lib.sh"
+preload_sanitizer_runtime "$lib_dir"  # for the uninstrumented ucx_info and ibstat
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 run() { timeout 60 "$softhca" run --lib-dir "$lib_dir" --fabric "$tag-$1" "${@:2}"; }
+run_system() { timeout 60 env "${run_env[@]}" "$softhca" run --lib-dir "$lib_dir" --fabric "$tag-$1" "${@:2}"; }
 
 for link in ib roce; do
   extra=()
@@ -25,7 +29,7 @@ for link in ib roce; do
 done
 
 if command -v ucx_info > /dev/null; then
-  out=$(run ucx -- ucx_info -d 2>&1)
+  out=$(run_system ucx -- ucx_info -d 2>&1)
   for t in rc_verbs ud_verbs; do
     grep -A3 "Transport: $t" <<< "$out" | grep -q "Device: softhca_0:1" || fail "ucx_info -d lists no $t on softhca_0:1"
   done
@@ -33,7 +37,7 @@ else
   [[ ${CI:-} == true ]] && fail "ucx_info is missing (ucx-utils)" || echo "SKIP ucx_info: not installed"
 fi
 if command -v ibstat > /dev/null; then
-  out=$(run ibstat -- ibstat 2>&1)
+  out=$(run_system ibstat -- ibstat 2>&1)
   grep -q "State: Active" <<< "$out" && grep -q "CA 'softhca_0'" <<< "$out" || fail "ibstat: $out"
 else
   [[ ${CI:-} == true ]] && fail "ibstat is missing (infiniband-diags)" || echo "SKIP ibstat: not installed"
