@@ -391,6 +391,9 @@ TEST(FabricRegistry, TheMachinesAddressGoesToOneHostOfTheFabricAndTheOthersGetTh
   errno = 0;
   EXPECT_EQ(reg.claim_ipv4("zz", machine, fallback_a), 0u);
   EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(reg.remove_host("a"), 0);
+  EXPECT_EQ(reg.remove_host("b"), 0);
+  EXPECT_FALSE(file_exists(reg.path()));  // nothing left behind
   a->detach(true);
   b->detach(true);
 }
