@@ -20,6 +20,8 @@ namespace softhca::test {
 
 // The other user: "nobody" on Debian; no account is created or needed.
 inline constexpr uid_t kOtherUid = 65534;
+// Why a test that plants files as kOtherUid skips when it is not root.
+inline constexpr const char* kNeedsRoot = "needs root, to plant files as another user (uid 65534)";
 inline constexpr gid_t kOtherGid = 65534;
 inline constexpr int kOtherUserWaitMs = 20'000;
 

@@ -22,12 +22,12 @@ namespace softhca::runtime {
 namespace {
 
 using test::as_other_user;
+using test::kNeedsRoot;
 using test::kOtherUid;
 using test::read_whole;
 using test::SharedBase;
 using test::write_whole;
 
-constexpr const char* kNeedsRoot = "needs root, to plant files as another user (uid 65534)";
 
 std::string unique_fabric() {
   static std::atomic<int> n{0};
