@@ -95,4 +95,12 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 
+// ---- QP1's MAD agents (mad_agent.cc; hwif::SetMadAgentIn and the bind commands) -----------------
+// A UD QP of this process becomes its MAD agent: *agent is its number, the top bits of the CM ids
+// it hands out. Then REQs for the service IDs it binds, and replies naming its ids, reach it.
+int set_mad_agent(ibv_qp* qp, uint32_t* agent);
+// pick_port: the device picks a free port for the low 16 bits of *service_id (written back).
+int bind_service(ibv_qp* qp, uint64_t* service_id, bool pick_port);
+int unbind_service(ibv_qp* qp, uint64_t service_id);
+
 }  // namespace softhca::driver

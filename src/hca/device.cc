@@ -107,6 +107,10 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kModifyQp: return run_command(*this, &Device::cmd_modify_qp, in, in_len, out, out_len);
     case CmdOpcode::kQueryQp: return run_command(*this, &Device::cmd_query_qp, in, in_len, out, out_len);
     case CmdOpcode::kDestroyQp: return run_command(*this, &Device::cmd_destroy_qp, in, in_len, out, out_len);
+    case CmdOpcode::kSetMadAgent: return run_command(*this, &Device::cmd_set_mad_agent, in, in_len, out, out_len);
+    case CmdOpcode::kBindService: return run_command(*this, &Device::cmd_bind_service, in, in_len, out, out_len);
+    case CmdOpcode::kUnbindService:
+      return run_command(*this, &Device::cmd_unbind_service, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
@@ -403,6 +407,7 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
     for (uint32_t i = 0; i < packets; ++i) stats_->drop(why);
   };
   if (!addressed_here(f)) return drop(DropReason::kWrongLid);  // Ethernet: not our GID
+  if (f.dest_qp.value() == kGsiQpn) return accept_gsi(f, payload, wire_bytes, packets);
   QueuePair* qp = qps_.find(f.dest_qp.value());
   if (qp == nullptr) return drop(DropReason::kUnknownQp);
   QpCounters& c = counters(*qp);

@@ -21,6 +21,7 @@
 #include "hca/device_config.h"
 #include "hca/device_state.h"
 #include "hca/device_stats.h"
+#include "hca/mad_agents.h"
 #include "hca/memory_keys.h"
 #include "hca/object_table.h"
 #include "hca/queue_objects.h"
@@ -155,6 +156,15 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   int cmd_modify_qp(const hwif::ModifyQpIn&, hwif::NoOut&);
   int cmd_query_qp(const hwif::QueryQpIn&, hwif::QueryQpOut&);
   int cmd_destroy_qp(const hwif::DestroyQpIn&, hwif::NoOut&);
+  // ---- QP1 (management.cc) ----
+  int cmd_set_mad_agent(const hwif::SetMadAgentIn&, hwif::SetMadAgentOut&);
+  int cmd_bind_service(const hwif::BindServiceIn&, hwif::BindServiceOut&);
+  int cmd_unbind_service(const hwif::UnbindServiceIn&, hwif::NoOut&);
+  // The QPN of the agent a CM MAD (256 bytes) belongs to; 0: none.
+  [[nodiscard]] uint32_t mad_agent_for(std::span<const uint8_t> mad) const;
+  // accept() for a packet to QP1: P_Key and Q_Key checks, then to its agent as a UD receive.
+  void accept_gsi(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes,
+                  uint32_t packets);
   void destroy_qp(uint32_t qpn);
   void destroy_srq(uint32_t srqn);
   void destroy_cq(uint32_t cqn);

@@ -328,6 +328,7 @@ void Device::destroy_qp(uint32_t qpn) {
   if (CompletionQueue* scq = cqs_.find(qp->send_cqn)) --scq->users;
   if (CompletionQueue* rcq = cqs_.find(qp->recv_cqn)) --rcq->users;
   if (SharedReceiveQueue* srq = srqs_.find(qp->srqn)) --srq->users;
+  if (qp->mad_agent) MadAgents(state_.mad).detach(qpn);
   release_qp_arrays(*qp);
   qps_.erase(qpn);
 }

@@ -13,6 +13,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::kNoReceiveWqe: return "no_receive_wqe";
     case DropReason::kPsnOutOfWindow: return "psn_out_of_window";
     case DropReason::kBadSource: return "bad_source";
+    case DropReason::kNoMadAgent: return "no_mad_agent";
     case DropReason::kCount: break;
   }
   return "?";

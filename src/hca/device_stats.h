@@ -18,6 +18,7 @@ enum class DropReason : uint8_t {
   kNoReceiveWqe,  // UD/UC: nothing posted
   kPsnOutOfWindow,// UC gap, stale responses
   kBadSource,     // RC/UC: not from where the QP is connected (SLID, SGID; IBA 9.6.1.5)
+  kNoMadAgent,    // to QP1: not a CM MAD, or no MAD agent of the host takes its service or id
   kCount,
 };
 std::string_view to_string(DropReason r);

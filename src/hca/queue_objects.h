@@ -165,6 +165,7 @@ struct QueuePair {
   uint32_t recv_cqn = 0;
   uint32_t srqn = hwif::kNoSrq;
   bool sq_sig_all = false;
+  bool mad_agent = false;  // QP1's agent for its process (management.cc): sends as from QP1
   hwif::QpAttributes attr{};  // attr.state is the current state
   uint64_t sq_addr = 0;
   uint32_t log_sq_bbs = 0;

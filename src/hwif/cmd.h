@@ -28,6 +28,9 @@ enum class CmdOpcode : uint16_t {
   kModifyQp,
   kQueryQp,
   kDestroyQp,
+  kSetMadAgent,
+  kBindService,
+  kUnbindService,
 };
 
 struct NoOut {};
@@ -191,5 +194,33 @@ struct ModifyQpIn {
 struct QueryQpIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQueryQp; uint32_t qpn = 0; };
 struct QueryQpOut { QpAttributes attr{}; };
 struct DestroyQpIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyQp; uint32_t qpn = 0; };
+
+// QP1, the general services interface (IBA 13.5), as a user-space connection manager shares it
+// (docs/cm.md, "QP1 on a shared device"): a UD QP of the caller's becomes a MAD agent. CM MADs
+// that reach the port's QP1 go to the agent they belong to (a REQ or SIDR_REQ: the agent that bound
+// its service ID; every other CM message: the agent whose number is in the top bits of the
+// communication or request ID it names), as UD receives; what the agent sends leaves as from QP1.
+inline constexpr uint32_t kMadAgentIdShift = 22;  // a CM id is agent << 22 | the agent's own 22 bits
+struct SetMadAgentIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kSetMadAgent;
+  uint32_t qpn = 0;  // a UD QP of the caller's
+};
+struct SetMadAgentOut { uint32_t agent = 0; };  // 1..kMaxMadAgents-1 (hca/mad_agents.h)
+// Binds a service ID (rdma_cm: port space << 16 | port) to an agent: REQs and SIDR_REQs for it
+// are delivered there. Port 0 in the low 16 bits with `pick_port`: the device picks a free port of
+// that port space. EADDRINUSE when another agent holds it; the same agent may bind it again
+// (counted, unbound as many times).
+struct BindServiceIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kBindService;
+  uint32_t qpn = 0;  // the agent's QP
+  bool pick_port = false;
+  uint64_t service_id = 0;
+};
+struct BindServiceOut { uint64_t service_id = 0; };
+struct UnbindServiceIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kUnbindService;
+  uint32_t qpn = 0;
+  uint64_t service_id = 0;
+};
 
 }  // namespace softhca::hwif

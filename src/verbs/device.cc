@@ -22,6 +22,10 @@
 #include "verbs/glue.h"
 
 namespace softhca::verbs {
+
+const softhca_ext_ops kExtOps = {softhca_ext_ops::kMagic, softhca_ext_ops::kVersion, &driver::set_mad_agent,
+                                 &driver::bind_service, &driver::unbind_service};
+
 namespace {
 
 // One device as applications see it: the handle is &entry.device. Entries never move (std::deque
@@ -213,7 +217,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = ENODEV;
     return nullptr;
   }
-  auto* priv = new (std::nothrow) verbs_ex_private{slot, 0};
+  auto* priv = new (std::nothrow) verbs_ex_private{&verbs::kExtOps, slot, 0};
   if (priv == nullptr) {
     errno = ENOMEM;
     return nullptr;

@@ -13,12 +13,19 @@
 #include <cstdint>
 
 #include "runtime/runtime.h"
+#include "verbs/softhca_ext.h"
+
+namespace softhca::verbs {
+extern const softhca_ext_ops kExtOps;  // device.cc
+}  // namespace softhca::verbs
 
 // The library-private part of every context, hung on verbs_context::priv. rdma-core reserves that
 // member for libibverbs itself (verbs.h only forward-declares the type): providers and the inline
 // wrappers never read it. Owned by the context: created by ibv_open_device, deleted by
 // ibv_close_device after the driver has released the context.
 struct verbs_ex_private {
+  // First, where the libraries built beside this one look for it (softhca_ext.h).
+  const softhca_ext_ops* ext = &softhca::verbs::kExtOps;
   softhca::runtime::DeviceSlot* slot = nullptr;
   uint32_t uar_index = 0;  // the UAR page acquired for this context, released on close
 };

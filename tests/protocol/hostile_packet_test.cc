@@ -491,6 +491,35 @@ TEST_F(UdHostilePackets, ADatagramWithoutDethIsDroppedAsMalformed) {
              outcome([&] { h.device().receive(p); }));
 }
 
+// QP1 (hca/management.cc): a CM MAD that no MAD agent of the host takes, and a datagram to QP1
+// with another Q_Key than the GSI's, are dropped and counted; the QP beside them is not touched.
+std::array<uint8_t, 256> cm_req_mad(uint64_t service_id) {
+  std::array<uint8_t, 256> m{};
+  m[0] = 1;     // base version
+  m[1] = 0x07;  // CM class
+  m[2] = 2;     // class version
+  m[3] = 0x03;  // SEND
+  m[17] = 0x10; // REQ
+  for (int i = 0; i < 8; ++i) m[32 + i] = static_cast<uint8_t>(service_id >> (56 - 8 * i));
+  return m;
+}
+
+TEST_F(UdHostilePackets, ACmReqToQp1ForAServiceNoAgentBoundIsDroppedAsNoMadAgent) {
+  auto f = datagram(0x80010000u);
+  f.dest_qp = Qpn(1);
+  expect_row("packet: CM REQ to QP1 for a service ID no process of the host bound",
+             "dropped, no_mad_agent +1; nothing sent; no CQE; nothing written; next valid datagram received",
+             outcome([&] { h.inject(f, cm_req_mad(0x0000000001061D2Full)); }));
+}
+
+TEST_F(UdHostilePackets, ADatagramToQp1WithAnotherQkeyThanTheGsisIsDroppedAsBadQkey) {
+  auto f = datagram(kQkey);
+  f.dest_qp = Qpn(1);
+  expect_row("packet: UD SEND Only to QP1 with a Q_Key other than the GSI's 0x80010000",
+             "dropped, bad_qkey +1; nothing sent; no CQE; nothing written; next valid datagram received",
+             outcome([&] { h.inject(f, cm_req_mad(0x0000000001061D2Full)); }));
+}
+
 // ---- sources of UC and UD packets, and GRH sources -----------------------------------------------
 
 TEST_F(UcHostilePackets, AUcWriteFromAnotherLidThanThePathsIsDroppedAsBadSource) {

@@ -198,7 +198,7 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
       f.dest_qp = Qpn(w.ud.dest_qpn);
       // A Q_Key with its high bit set means "use the QP's own Q_Key" (IBA 10.2.5).
       const uint32_t qkey = (w.ud.qkey & 0x80000000u) ? qp_.attr.qkey : w.ud.qkey;
-      f.deth = fabric::DethFields{qkey, Qpn(qp_.qpn)};
+      f.deth = fabric::DethFields{qkey, Qpn(qp_.mad_agent ? kGsiQpn : qp_.qpn)};
       f.grh.reset();
       if (w.ud.has_grh) {
         f.grh = fabric::GrhFields{w.ud.traffic_class, w.ud.flow_label, w.ud.hop_limit,

@@ -136,6 +136,17 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kDestroySrq:
     case O::kDestroyQp:
       return 0;
+    case O::kSetMadAgent:
+      static_cast<hwif::SetMadAgentOut*>(out)->agent = 1;
+      return 0;
+    case O::kBindService: {
+      const auto& b = *static_cast<const hwif::BindServiceIn*>(in);
+      // A picked port is the first of the ephemeral range, as the real device's first pick.
+      static_cast<hwif::BindServiceOut*>(out)->service_id = b.pick_port ? (b.service_id & ~0xffffull) | 32768 : b.service_id;
+      return 0;
+    }
+    case O::kUnbindService:
+      return 0;
   }
   return EOPNOTSUPP;
 }

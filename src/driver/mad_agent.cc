@@ -1,0 +1,38 @@
+// QP1's MAD agents as the driver reaches them (hwif/cmd.h, docs/cm.md "QP1 on a shared device"):
+// thin command wrappers on a UD QP of this context, for softhca's connection manager.
+#include <cerrno>
+
+#include "driver/objects.h"
+#include "driver/provider.h"
+
+namespace softhca::driver {
+
+int set_mad_agent(ibv_qp* qp, uint32_t* agent) {
+  if (qp == nullptr || agent == nullptr) return EINVAL;
+  Qp* q = to_qp(qp);
+  hwif::SetMadAgentOut out;
+  if (const int err = hwif::exec_cmd(*q->ctx->link.cmd, hwif::SetMadAgentIn{q->qpn}, out)) return err;
+  *agent = out.agent;
+  return 0;
+}
+
+int bind_service(ibv_qp* qp, uint64_t* service_id, bool pick_port) {
+  if (qp == nullptr || service_id == nullptr) return EINVAL;
+  Qp* q = to_qp(qp);
+  hwif::BindServiceIn in;
+  in.qpn = q->qpn;
+  in.pick_port = pick_port;
+  in.service_id = *service_id;
+  hwif::BindServiceOut out;
+  if (const int err = hwif::exec_cmd(*q->ctx->link.cmd, in, out)) return err;
+  *service_id = out.service_id;
+  return 0;
+}
+
+int unbind_service(ibv_qp* qp, uint64_t service_id) {
+  if (qp == nullptr) return EINVAL;
+  Qp* q = to_qp(qp);
+  return hwif::exec_cmd(*q->ctx->link.cmd, hwif::UnbindServiceIn{q->qpn, service_id});
+}
+
+}  // namespace softhca::driver

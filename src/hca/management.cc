@@ -1,0 +1,98 @@
+// QP1 on a device the host's processes share (docs/cm.md, "QP1 on a shared device"): the MAD
+// agent commands and the routing of CM MADs that reach QP1 to the agent they belong to.
+// A MAD agent is an ordinary UD QP of a process (its connection manager's); what it receives from
+// QP1 is a UD receive on it, counted as any other (a CQE, the GRH in the receive buffer), and what
+// it sends leaves with DETH SrcQP 1 (requester.cc), as a kernel's CM sends from QP1.
+#include <algorithm>
+#include <cerrno>
+
+#include "base/endian.h"
+#include "hca/device.h"
+#include "hca/transport/responder.h"
+
+namespace softhca::hca {
+
+using namespace hwif;
+
+namespace {
+// CM attribute IDs (IBA 12.6.1 / table 104) whose MADs the routing looks into.
+constexpr uint16_t kAttrReq = 0x0010;
+constexpr uint16_t kAttrSidrReq = 0x0017;
+constexpr uint16_t kAttrSidrRep = 0x0018;
+constexpr uint16_t kAttrMra = 0x0011;
+constexpr uint16_t kAttrApr = 0x001a;
+constexpr size_t kMadBytes = 256;
+// Offsets in the MAD (IBA 13.4.3 common header, then the CM message at byte 24).
+constexpr size_t kOffClass = 1;
+constexpr size_t kOffAttrId = 16;
+constexpr size_t kOffRequestId = 24;      // SIDR_REP: the requester's id
+constexpr size_t kOffRemoteCommId = 28;   // MRA..APR: the id of the side the message goes to
+constexpr size_t kOffServiceId = 32;      // REQ and SIDR_REQ
+
+uint32_t be32_at(std::span<const uint8_t> p, size_t off) {
+  return uint32_t{p[off]} << 24 | uint32_t{p[off + 1]} << 16 | uint32_t{p[off + 2]} << 8 | p[off + 3];
+}
+uint64_t be64_at(std::span<const uint8_t> p, size_t off) {
+  return uint64_t{be32_at(p, off)} << 32 | be32_at(p, off + 4);
+}
+}  // namespace
+
+int Device::cmd_set_mad_agent(const SetMadAgentIn& in, SetMadAgentOut& out) {
+  QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr || qp->owner != owner_ || qp->type != QpType::kUd) return EINVAL;
+  out.agent = MadAgents(state_.mad).attach(in.qpn);
+  if (out.agent == 0) return ENOSPC;
+  qp->mad_agent = true;
+  return 0;
+}
+
+int Device::cmd_bind_service(const BindServiceIn& in, BindServiceOut& out) {
+  const QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr || qp->owner != owner_ || !qp->mad_agent) return EINVAL;
+  uint64_t sid = in.service_id;
+  if (const int err = MadAgents(state_.mad).bind(in.qpn, &sid, in.pick_port)) return err;
+  out.service_id = sid;
+  return 0;
+}
+
+int Device::cmd_unbind_service(const UnbindServiceIn& in, NoOut&) {
+  const QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr || qp->owner != owner_ || !qp->mad_agent) return EINVAL;
+  return MadAgents(state_.mad).unbind(in.qpn, in.service_id);
+}
+
+uint32_t Device::mad_agent_for(std::span<const uint8_t> mad) const {
+  const MadAgents agents(state_.mad);
+  const uint16_t attr = static_cast<uint16_t>(mad[kOffAttrId] << 8 | mad[kOffAttrId + 1]);
+  if (attr == kAttrReq || attr == kAttrSidrReq) return agents.qpn_of_service(be64_at(mad, kOffServiceId));
+  if (attr == kAttrSidrRep) return agents.qpn_of_id(be32_at(mad, kOffRequestId));
+  if (attr >= kAttrMra && attr <= kAttrApr) return agents.qpn_of_id(be32_at(mad, kOffRemoteCommId));
+  return 0;  // ClassPortInfo and others: no agent of ours answers them
+}
+
+void Device::accept_gsi(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes,
+                        uint32_t packets) {
+  const auto drop = [&](DropReason why) {
+    for (uint32_t i = 0; i < packets; ++i) stats_->drop(why);
+  };
+  if (!matches_transport(f.opcode, QpType::kUd) || !f.deth) return drop(DropReason::kWrongTransport);
+  // QP1 takes any P_Key of the port's table (IBA 13.5.3.2), and only the GSI's Q_Key.
+  const auto& table = config_.port.pkeys;
+  if (std::none_of(table.begin(), table.end(), [&](uint16_t k) { return pkeys_match(f.pkey, k); }))
+    return drop(DropReason::kBadPkey);
+  if (f.deth->qkey != kGsiQkey) return drop(DropReason::kBadQkey);
+  if (payload.size() < kMadBytes || payload[kOffClass] != kMgmtClassCm) return drop(DropReason::kNoMadAgent);
+  QueuePair* qp = qps_.find(mad_agent_for(payload));
+  if (qp == nullptr || !qp->mad_agent) return drop(DropReason::kNoMadAgent);
+  QpCounters& c = counters(*qp);
+  if (const std::optional<DropReason> why = refuses(*qp, f.opcode, f.pkey)) {
+    c.packets_dropped += packets;
+    return drop(*why);
+  }
+  c.packets_received += packets;
+  c.bytes_received += wire_bytes * packets;
+  const QpScope scope(*this, *qp);
+  Responder(*this, *qp).on_request(f, payload);
+}
+
+}  // namespace softhca::hca
