@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cm/cma_header.h"
+#include "cm/mad_codec.h"
 #include "fabric/packet/packet.h"
 #include "fabric/packet/roce.h"
 #include "hwif/wqe.h"
@@ -235,6 +237,72 @@ void verbs_seeds(const fs::path& dir) {
   }
 }
 
+// ---- cm_mad_fuzz: one 256-byte CM MAD ----------------------------------------------------------
+
+Bytes mad(uint64_t tid, const cm::CmMessage& m) {
+  const cm::MadBytes b = cm::encode(cm::CmMad{tid, 0, 0, 0, m});
+  return Bytes(b.begin(), b.end());
+}
+
+void cm_seeds(const fs::path& dir) {
+  // rdma_connect() to 192.168.1.20:7471 from 192.168.1.10:40000, PS_TCP (rdmacm.md 4.4, 4.10). The
+  // fuzzer's table has a connection (comm id 1) waiting for a REP, so the REP, REJ and MRA name it.
+  cm::Req req;
+  req.local_comm_id = cm::CommId(0x11223344);
+  req.service_id = cm::service_id_of(cm::PortSpace::kTcp, 7471);
+  req.local_ca_guid = 0x0002c903000000aa;
+  req.local_qpn = Qpn(0x111);
+  req.starting_psn = Psn(0x1000);
+  req.responder_resources = 1;
+  req.initiator_depth = 1;
+  req.remote_cm_response_timeout = 20;
+  req.local_cm_response_timeout = 20;
+  req.retry_count = 7;
+  req.rnr_retry_count = 7;
+  req.max_cm_retries = 15;
+  req.path_mtu = 3;
+  req.primary.local_lid = Lid(0xffff);
+  req.primary.remote_lid = Lid(0xffff);
+  req.primary.local_gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 1, 10};
+  req.primary.remote_gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 1, 20};
+  req.primary.hop_limit = 64;
+  req.primary.local_ack_timeout = 17;
+  cm::set_req_private_data(req, cm::CmaHeader::ipv4(0xc0a8010a, 40000, 0xc0a80114), {});
+  write(dir, "req", mad(0x0000000111223344, req));
+
+  cm::Rep rep;
+  rep.local_comm_id = cm::CommId(0x55667788);
+  rep.remote_comm_id = cm::CommId(1);
+  rep.local_qpn = Qpn(0x222);
+  rep.starting_psn = Psn(0x2000);
+  rep.target_ack_delay = 15;
+  rep.rnr_retry_count = 7;
+  rep.local_ca_guid = 0x0002c903000000bb;
+  write(dir, "rep", mad(0x0000000100000001, rep));
+
+  cm::Rej rej;
+  rej.remote_comm_id = cm::CommId(1);
+  rej.reason = cm::RejReason::kInvalidServiceId;
+  write(dir, "rej_no_listener", mad(0x0000000100000001, rej));
+
+  cm::Mra mra;
+  mra.remote_comm_id = cm::CommId(1);
+  mra.service_timeout = 24;
+  write(dir, "mra_req", mad(0x0000000100000001, mra));
+
+  cm::Dreq dreq;
+  dreq.local_comm_id = cm::CommId(0x55667788);
+  dreq.remote_comm_id = cm::CommId(1);
+  dreq.remote_qpn = Qpn(0x111);
+  write(dir, "dreq", mad(0x0000000155667788, dreq));
+
+  cm::SidrReq sidr;
+  sidr.request_id = 0xcafef00d;
+  sidr.service_id = cm::service_id_of(cm::PortSpace::kUdp, 7174);
+  cm::set_sidr_req_private_data(sidr, cm::CmaHeader::ipv4(0xc0a8010a, 40000, 0xc0a80114), {});
+  write(dir, "sidr_req", mad(0x00000001cafef00d, sidr));
+}
+
 }  // namespace
 }  // namespace softhca::fuzz
 
@@ -247,5 +315,6 @@ int main(int argc, char** argv) {
   softhca::fuzz::packet_seeds(root / "packet_parse_fuzz");
   softhca::fuzz::wqe_seeds(root / "wqe_parse_fuzz");
   softhca::fuzz::verbs_seeds(root / "verbs_sequence_fuzz");
+  softhca::fuzz::cm_seeds(root / "cm_mad_fuzz");
   return 0;
 }

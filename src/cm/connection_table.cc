@@ -1,0 +1,234 @@
+#include "cm/connection_table.h"
+
+#include <cerrno>
+
+namespace softhca::cm {
+namespace {
+
+using State = Connection::State;
+
+void append(Actions& to, const Actions& from) {
+  for (const MadToSend& m : from.mads) to.mads.push_back(m);
+  for (const Event& e : from.events) to.events.push_back(e);
+}
+
+// The Remote Communication ID of the messages that name a connection of ours (CM byte 4 of each).
+std::optional<CommId> addressed_to(const CmMessage& m) {
+  return std::visit(
+      [](const auto& msg) -> std::optional<CommId> {
+        using M = std::decay_t<decltype(msg)>;
+        if constexpr (std::is_same_v<M, Mra> || std::is_same_v<M, Rej> || std::is_same_v<M, Rep> ||
+                      std::is_same_v<M, Rtu> || std::is_same_v<M, Dreq> || std::is_same_v<M, Drep>) {
+          return msg.remote_comm_id;
+        } else {
+          return std::nullopt;
+        }
+      },
+      m);
+}
+
+// A connection whose peer identity is settled and that still holds its QP (cm.c keeps the remote
+// QPN of these in its table until timewait ends).
+bool holds_remote_qpn(const Connection& c) {
+  switch (c.state()) {
+    case State::kIdle:
+    case State::kReqSent:
+    case State::kMraReqRcvd: return false;
+    default: return true;
+  }
+}
+
+}  // namespace
+
+Status ConnectionTable::listen(ServiceId id) {
+  return listeners_.insert(id).second ? Status::ok() : Status(EADDRINUSE);
+}
+
+Status ConnectionTable::unlisten(ServiceId id) { return listeners_.erase(id) != 0 ? Status::ok() : Status(ENOENT); }
+
+uint32_t ConnectionTable::allocate_id() {
+  for (;;) {
+    const uint32_t id = next_id_++;
+    if (id != 0 && !connections_.contains(CommId(id)) && !sidr_requests_.contains(id)) return id;
+  }
+}
+
+Connection& ConnectionTable::create() {
+  const CommId id(allocate_id());
+  return connections_.emplace(id, Connection(id, config_)).first->second;
+}
+
+SidrRequest& ConnectionTable::create_sidr() {
+  const uint32_t id = allocate_id();
+  return sidr_requests_.emplace(id, SidrRequest(id, config_.tid_high)).first->second;
+}
+
+Connection* ConnectionTable::find(CommId id) {
+  const auto it = connections_.find(id);
+  return it == connections_.end() ? nullptr : &it->second;
+}
+
+SidrRequest* ConnectionTable::find_sidr(uint32_t request_id) {
+  const auto it = sidr_requests_.find(request_id);
+  return it == sidr_requests_.end() ? nullptr : &it->second;
+}
+
+void ConnectionTable::erase(CommId id) { connections_.erase(id); }
+void ConnectionTable::erase_sidr(uint32_t request_id) { sidr_requests_.erase(request_id); }
+
+void ConnectionTable::sweep() {
+  std::erase_if(connections_, [](const auto& kv) { return kv.second.ended(); });
+}
+
+Actions ConnectionTable::reply_to_sender(const CmMad& answer) {
+  Actions a;
+  MadToSend m;
+  m.to = Destination::kSender;
+  m.mad = encode(answer);
+  a.mads.push_back(m);
+  return a;
+}
+
+Actions ConnectionTable::receive(Picoseconds now, std::span<const uint8_t> bytes, uint64_t sender_key) {
+  CmMad mad;
+  if (decode(bytes, mad) != DecodeStatus::kOk) {
+    Actions a;
+    a.status = Status(EBADMSG);
+    return a;
+  }
+  return receive(now, mad, sender_key);
+}
+
+Actions ConnectionTable::receive(Picoseconds now, const CmMad& mad, uint64_t sender_key) {
+  Actions a;
+  if (const auto* req = std::get_if<Req>(&mad.message)) {
+    a = on_req(now, mad, *req);
+  } else if (const auto* sreq = std::get_if<SidrReq>(&mad.message)) {
+    a = on_sidr_req(mad, *sreq, sender_key);
+  } else if (const auto* srep = std::get_if<SidrRep>(&mad.message)) {
+    if (SidrRequest* s = find_sidr(srep->request_id)) a = s->receive(now, mad);
+  } else if (const std::optional<CommId> to = addressed_to(mad.message)) {
+    if (Connection* c = find(*to)) {
+      a = c->receive(now, mad);
+    } else if (const auto* dreq = std::get_if<Dreq>(&mad.message)) {
+      // cm.c cm_dreq_handler: a DREQ for a connection long gone still gets its DREP.
+      Drep drep;
+      drep.local_comm_id = dreq->remote_comm_id;
+      drep.remote_comm_id = dreq->local_comm_id;
+      a = reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, drep});
+    } else if (const auto* rep = std::get_if<Rep>(&mad.message)) {
+      // cm.c cm_rep_handler: a REP naming no REQ of ours.
+      Rej rej;
+      rej.local_comm_id = rep->remote_comm_id;
+      rej.remote_comm_id = rep->local_comm_id;
+      rej.message_rejected = RejectedMessage::kRep;
+      rej.reason = RejReason::kInvalidCommId;
+      a = reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, rej});
+    }
+  }
+  sweep();
+  a.next_deadline = next_deadline();
+  return a;
+}
+
+Actions ConnectionTable::on_req(Picoseconds now, const CmMad& mad, const Req& req) {
+  // A repeated REQ: the connection it made handles it (cm.c cm_match_req).
+  for (auto& [id, c] : connections_) {
+    if (!c.is_active() && c.state() != State::kIdle && c.remote_id() == req.local_comm_id &&
+        c.remote_ca_guid() == req.local_ca_guid) {
+      return c.receive(now, mad);
+    }
+  }
+  // A new REQ from a QP still connected to us (or in timewait): stale (rdmacm.md 4.8).
+  for (auto& [id, c] : connections_) {
+    if (holds_remote_qpn(c) && c.remote_qpn() == req.local_qpn && c.remote_ca_guid() == req.local_ca_guid) {
+      Rej rej;
+      rej.local_comm_id = CommId(0);
+      rej.remote_comm_id = req.local_comm_id;
+      rej.message_rejected = RejectedMessage::kReq;
+      rej.reason = RejReason::kStaleConnection;
+      Actions a = reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, rej});
+      if (c.state() == State::kEstablished) append(a, c.disconnect(now));
+      return a;
+    }
+  }
+  if (!listeners_.contains(req.service_id)) {
+    Rej rej;
+    rej.local_comm_id = CommId(0);
+    rej.remote_comm_id = req.local_comm_id;
+    rej.message_rejected = RejectedMessage::kReq;
+    rej.reason = RejReason::kInvalidServiceId;
+    return reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, rej});
+  }
+  return create().receive(now, mad);
+}
+
+Actions ConnectionTable::on_sidr_req(const CmMad& mad, const SidrReq& req, uint64_t sender_key) {
+  if (!listeners_.contains(req.service_id)) {
+    return reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, make_sidr_rep(req, SidrStatus::kServiceIdNotSupported)});
+  }
+  Actions a;
+  const auto key = std::make_pair(req.request_id, sender_key);
+  if (pending_sidr_.contains(key)) return a;  // a repeat while the user decides: dropped
+  pending_sidr_.emplace(key, PendingSidr{mad.transaction_id, req});
+  Event e;
+  e.type = EventType::kSidrReqReceived;
+  e.comm_id = CommId(req.request_id);
+  e.attribute_modifier = mad.attribute_modifier;
+  e.payload = req;
+  a.events.push_back(e);
+  return a;
+}
+
+Actions ConnectionTable::sidr_reply(Picoseconds /*now*/, uint32_t request_id, uint64_t sender_key,
+                                    const SidrRep& rep, uint32_t attribute_modifier) {
+  Actions a;
+  const auto it = pending_sidr_.find(std::make_pair(request_id, sender_key));
+  if (it == pending_sidr_.end()) {
+    a.status = Status(EINVAL);
+    return a;
+  }
+  SidrRep r = rep;
+  r.request_id = request_id;
+  r.service_id = it->second.req.service_id;
+  MadToSend m;
+  m.to = Destination::kSender;
+  m.comm_id = CommId(request_id);
+  m.mad = encode_sidr_rep(it->second.tid, r, attribute_modifier);
+  a.mads.push_back(m);
+  pending_sidr_.erase(it);
+  a.next_deadline = next_deadline();
+  return a;
+}
+
+std::vector<Actions> ConnectionTable::on_timer(Picoseconds now) {
+  std::vector<Actions> out;
+  for (auto& [id, c] : connections_) {
+    if (c.deadline() && *c.deadline() <= now) {
+      Actions a = c.on_timer(now);
+      if (!a.mads.empty() || !a.events.empty()) out.push_back(a);
+    }
+  }
+  for (auto& [id, s] : sidr_requests_) {
+    if (s.deadline() && *s.deadline() <= now) {
+      Actions a = s.on_timer(now);
+      if (!a.mads.empty() || !a.events.empty()) out.push_back(a);
+    }
+  }
+  sweep();
+  const std::optional<Picoseconds> next = next_deadline();
+  for (Actions& a : out) a.next_deadline = next;
+  return out;
+}
+
+std::optional<Picoseconds> ConnectionTable::next_deadline() const {
+  std::optional<Picoseconds> best;
+  auto consider = [&best](const std::optional<Picoseconds>& d) {
+    if (d && (!best || *d < *best)) best = d;
+  };
+  for (const auto& [id, c] : connections_) consider(c.deadline());
+  for (const auto& [id, s] : sidr_requests_) consider(s.deadline());
+  return best;
+}
+
+}  // namespace softhca::cm
