@@ -48,7 +48,7 @@ Status ConnectionTable::unlisten(ServiceId id) { return listeners_.erase(id) != 
 
 uint32_t ConnectionTable::allocate_id() {
   for (;;) {
-    const uint32_t id = next_id_++;
+    const uint32_t id = prefix_ | (next_id_++ & low_mask_);
     if (id != 0 && !connections_.contains(CommId(id)) && !sidr_requests_.contains(id)) return id;
   }
 }

@@ -27,6 +27,10 @@ class ConnectionTable {
   // in use; pick it from the caller's random stream so restarts do not reuse ids.
   explicit ConnectionTable(const ConnectionConfig& config, uint32_t first_comm_id = 1)
       : config_(config), next_id_(first_comm_id) {}
+  // Ids with `prefix` in their top bits above `shift` (a MAD agent's number, hwif::kMadAgentIdShift:
+  // replies find their process by it), the low bits counting up from `start`, wrapping within them.
+  ConnectionTable(const ConnectionConfig& config, uint32_t prefix, uint8_t shift, uint32_t start)
+      : config_(config), next_id_(start), prefix_(prefix << shift), low_mask_((uint32_t{1} << shift) - 1) {}
 
   // REQs and SIDR_REQs for id reach the user (EADDRINUSE if already listening).
   Status listen(ServiceId id);
@@ -72,6 +76,8 @@ class ConnectionTable {
 
   ConnectionConfig config_;
   uint32_t next_id_;
+  uint32_t prefix_ = 0;
+  uint32_t low_mask_ = 0xffffffff;
   std::set<ServiceId> listeners_;
   std::map<CommId, Connection> connections_;
   std::map<uint32_t, SidrRequest> sidr_requests_;

@@ -24,7 +24,8 @@
 namespace softhca::verbs {
 
 const softhca_ext_ops kExtOps = {softhca_ext_ops::kMagic, softhca_ext_ops::kVersion, &driver::set_mad_agent,
-                                 &driver::bind_service, &driver::unbind_service};
+                                 &driver::bind_service, &driver::unbind_service, &host_ipv4,
+                                 &fabric_has_lid};
 
 namespace {
 

@@ -18,6 +18,11 @@ struct softhca_ext_ops {
   int (*set_mad_agent)(ibv_qp* qp, uint32_t* agent);
   int (*bind_service)(ibv_qp* qp, uint64_t* service_id, bool pick_port);
   int (*unbind_service)(ibv_qp* qp, uint64_t service_id);
+  // docs/addresses.md: this context's host's IPv4 address, network byte order (Ethernet: GID 0's;
+  // InfiniBand: SOFTHCA_IP, else 127.F.(lid >> 8).(lid & 0xff)), and whether the fabric registry
+  // has a host of that LID (0 or ENOENT). 0 or a positive errno.
+  int (*host_ipv4)(ibv_context* ctx, uint32_t* ipv4_be);
+  int (*fabric_has_lid)(ibv_context* ctx, uint16_t lid);
 };
 
 // The table of a context opened by softhca's libibverbs, or nullptr for any other context.
