@@ -180,10 +180,10 @@ Actions Connection::notify_established(Picoseconds /*now*/) {
 Actions Connection::send_mra(Picoseconds /*now*/, uint8_t service_timeout, MraMode mode) {
   MraedMessage which;
   State next;
-  if (state_ == State::kReqRcvd && !mra_armed_) {
+  if (state_ == State::kReqRcvd) {  // an armed MRA may be re-armed or sent now
     which = MraedMessage::kReq;
     next = State::kMraReqSent;
-  } else if (state_ == State::kRepRcvd && !mra_armed_) {
+  } else if (state_ == State::kRepRcvd) {
     which = MraedMessage::kRep;
     next = State::kMraRepSent;
   } else {
@@ -195,6 +195,7 @@ Actions Connection::send_mra(Picoseconds /*now*/, uint8_t service_timeout, MraMo
   if (mode == MraMode::kOnDuplicate) {
     mra_armed_ = true;  // stays in REQ/REP received until the peer repeats itself
   } else {
+    mra_armed_ = false;
     state_ = next;
     send(a, reply_mad_);
   }
@@ -258,6 +259,55 @@ Actions Connection::disconnect(Picoseconds now, std::span<const uint8_t> private
     return done(a);
   }
   return invalid();
+}
+
+Actions Connection::close(Picoseconds now) {
+  Actions a;
+  Rej rej;
+  rej.local_comm_id = local_id_;
+  rej.remote_comm_id = remote_id_;
+  rej.message_rejected = RejectedMessage::kOther;
+  rej.reason = RejReason::kConsumerDefined;
+  switch (state_) {
+    case State::kIdle:
+      used_ = true;  // ended: the table may forget it
+      end();
+      break;
+    case State::kReqSent:
+    case State::kMraReqRcvd: {
+      rej.remote_comm_id = CommId(0);
+      rej.reason = RejReason::kTimeout;
+      rej.ari_length = 8;
+      for (size_t i = 0; i < 8; ++i) rej.ari[i] = static_cast<uint8_t>(config_.local_ca_guid >> (56 - 8 * i));
+      send(a, encode_msg(req_tid_, rej));
+      end();
+      break;
+    }
+    case State::kReqRcvd:
+    case State::kMraReqSent:
+    case State::kRepRcvd:
+    case State::kMraRepSent: return reject(now, RejReason::kConsumerDefined);
+    case State::kRepSent:
+    case State::kMraRepRcvd:
+      send(a, encode_msg(req_tid_, rej));
+      have_reply_ = false;
+      enter_timewait(now);
+      break;
+    case State::kEstablished: {
+      const Actions d = disconnect(now);
+      for (const MadToSend& m : d.mads) a.mads.push_back(m);
+      have_reply_ = false;
+      enter_timewait(now);
+      break;
+    }
+    case State::kDreqSent:
+      have_reply_ = false;
+      enter_timewait(now);
+      break;
+    case State::kDreqRcvd: return disconnect(now);
+    case State::kTimewait: break;
+  }
+  return done(a);
 }
 
 // ---- MADs from the peer -------------------------------------------------------------------------
@@ -344,7 +394,11 @@ Actions Connection::on_mra(Picoseconds now, const Mra& m) {
 
 Actions Connection::on_rej(Picoseconds now, const CmMad& /*mad*/, const Rej& m) {
   Actions a;
-  if (m.remote_comm_id != local_id_) return done(a);
+  // A REJ 4 from a requester that gave up names us by its own id and CA GUID (ARI) only (cm.c
+  // cm_acquire_rejected_id); ConnectionTable finds us that way.
+  const bool timeout_from_requester = m.reason == RejReason::kTimeout && !active_ && remote_id_ != CommId(0) &&
+                                      m.local_comm_id == remote_id_;
+  if (m.remote_comm_id != local_id_ && !timeout_from_requester) return done(a);
   // Before the peer's id is known (REQ sent) a REJ may carry local comm id 0 or the peer's new id.
   const bool id_known = !(state_ == State::kReqSent || state_ == State::kMraReqRcvd);
   if (id_known && m.local_comm_id != remote_id_ && m.local_comm_id != CommId(0)) return done(a);

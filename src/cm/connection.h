@@ -71,6 +71,12 @@ class Connection {
                  std::span<const uint8_t> ari = {});
   // Established -> DREQ sent; DREQ received (defer_drep) -> DREP sent, timewait.
   Actions disconnect(Picoseconds now, std::span<const uint8_t> private_data = {});
+  // The user is going away (rdma_destroy_id; cm.c cm_destroy_id): tells the peer in the one message
+  // the state calls for and sends nothing more. REQ sent / MRA(REQ) received: REJ 4 (timeout, ARI =
+  // our CA GUID) -> idle; REQ or REP received, MRA sent: REJ 28 -> idle; REP sent / MRA(REP)
+  // received: REJ 28 -> timewait; established: one DREQ -> timewait; DREQ sent -> timewait; DREQ
+  // received: DREP -> timewait; timewait stays; idle ends. No events, except kTimewaitExit later.
+  Actions close(Picoseconds now);
 
   // A CM MAD addressed to this connection (ConnectionTable routes them). Anything that does not
   // fit the state (wrong ids, unexpected message) is dropped: empty Actions.

@@ -38,7 +38,31 @@ bool holds_remote_qpn(const Connection& c) {
   }
 }
 
+// The CA GUID a REJ 4 (timeout) carries in its ARI (IBA 12.6.7.2).
+std::optional<uint64_t> ari_guid(const Rej& rej) {
+  if (rej.reason != RejReason::kTimeout || rej.ari_length < 8) return std::nullopt;
+  uint64_t g = 0;
+  for (size_t i = 0; i < 8; ++i) g = (g << 8) | rej.ari[i];
+  return g;
+}
+
 }  // namespace
+
+// A REJ 4 from a requester that gave up before it learnt our comm id: it names the passive
+// connection by (its own comm id, its CA GUID in the ARI) (cm.c cm_acquire_rejected_id).
+Connection* ConnectionTable::timed_out_requester(const CmMessage& m) {
+  const auto* rej = std::get_if<Rej>(&m);
+  if (rej == nullptr) return nullptr;
+  const std::optional<uint64_t> guid = ari_guid(*rej);
+  if (!guid) return nullptr;
+  for (auto& [id, c] : connections_) {
+    if (!c.is_active() && c.state() != State::kIdle && c.remote_id() == rej->local_comm_id &&
+        c.remote_ca_guid() == *guid) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
 
 Status ConnectionTable::listen(ServiceId id) {
   return listeners_.insert(id).second ? Status::ok() : Status(EADDRINUSE);
@@ -76,8 +100,21 @@ SidrRequest* ConnectionTable::find_sidr(uint32_t request_id) {
 void ConnectionTable::erase(CommId id) { connections_.erase(id); }
 void ConnectionTable::erase_sidr(uint32_t request_id) { sidr_requests_.erase(request_id); }
 
-void ConnectionTable::sweep() {
+void ConnectionTable::forget_ended() {
   std::erase_if(connections_, [](const auto& kv) { return kv.second.ended(); });
+}
+
+Actions ConnectionTable::close(Picoseconds now, CommId id) {
+  Connection* c = find(id);
+  if (c == nullptr) {
+    Actions a;
+    a.status = Status(ENOENT);
+    return a;
+  }
+  Actions a = c->close(now);
+  forget_ended();
+  a.next_deadline = next_deadline();
+  return a;
 }
 
 Actions ConnectionTable::reply_to_sender(const CmMad& answer) {
@@ -110,6 +147,8 @@ Actions ConnectionTable::receive(Picoseconds now, const CmMad& mad, uint64_t sen
   } else if (const std::optional<CommId> to = addressed_to(mad.message)) {
     if (Connection* c = find(*to)) {
       a = c->receive(now, mad);
+    } else if (Connection* r = timed_out_requester(mad.message)) {
+      a = r->receive(now, mad);
     } else if (const auto* dreq = std::get_if<Dreq>(&mad.message)) {
       // cm.c cm_dreq_handler: a DREQ for a connection long gone still gets its DREP.
       Drep drep;
@@ -126,7 +165,7 @@ Actions ConnectionTable::receive(Picoseconds now, const CmMad& mad, uint64_t sen
       a = reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, rej});
     }
   }
-  sweep();
+  forget_ended();
   a.next_deadline = next_deadline();
   return a;
 }
@@ -215,7 +254,7 @@ std::vector<Actions> ConnectionTable::on_timer(Picoseconds now) {
       if (!a.mads.empty() || !a.events.empty()) out.push_back(a);
     }
   }
-  sweep();
+  forget_ended();
   const std::optional<Picoseconds> next = next_deadline();
   for (Actions& a : out) a.next_deadline = next;
   return out;

@@ -44,12 +44,18 @@ class ConnectionTable {
   Connection* find(CommId id);
   SidrRequest* find_sidr(uint32_t request_id);
   void erase(CommId id);
+  // Connection::close() of connection id (ENOENT if none), then forgets it if that ended it. A
+  // connection a direct call ended (reject(), close()) is otherwise forgotten at the next receive()
+  // or on_timer(), or by forget_ended().
+  Actions close(Picoseconds now, CommId id);
+  void forget_ended();
   void erase_sidr(uint32_t request_id);
   [[nodiscard]] size_t size() const { return connections_.size(); }
 
   // Routes one CM MAD. sender_key: an opaque value the caller derives from where the MAD came from
   // (e.g. its source GID and QPN); only SIDR_REQ duplicates are told apart by it. A MAD that does not
-  // decode gives status EBADMSG and nothing else. Connections that end are erased afterwards.
+  // decode gives status EBADMSG and nothing else. Connections that end are erased afterwards. The
+  // Actions' next_deadline is the table's (the earliest of all its connections and SIDR requests).
   Actions receive(Picoseconds now, std::span<const uint8_t> mad, uint64_t sender_key = 0);
   Actions receive(Picoseconds now, const CmMad& mad, uint64_t sender_key = 0);
 
@@ -67,7 +73,7 @@ class ConnectionTable {
   Actions on_req(Picoseconds now, const CmMad& mad, const Req& req);
   Actions on_sidr_req(const CmMad& mad, const SidrReq& req, uint64_t sender_key);
   Actions reply_to_sender(const CmMad& answer);
-  void sweep();
+  Connection* timed_out_requester(const CmMessage& m);
 
   struct PendingSidr {
     uint64_t tid;

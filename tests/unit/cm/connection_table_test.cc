@@ -206,6 +206,20 @@ TEST_F(TableTest, ADreqOrRepNamingNoConnectionIsAnsweredForTheSender) {
   EXPECT_TRUE(server_.receive(now_, CmMad{0, 0, 0, 0, Drep{CommId(1), CommId(0x6666), {}}}).mads.empty());
 }
 
+TEST_F(TableTest, ARequesterGivingUpReachesThePassiveConnectionByItsIdAndGuid) {
+  Connection& c = client_.create();
+  const Actions s = deliver(c.connect(now_, rdma_req(), 16), server_);
+  ASSERT_EQ(types(s), std::vector{EventType::kReqReceived});
+  // Expect: the REJ 4 names no server comm id, only (client comm id, client CA GUID in the ARI).
+  const CommId cid = c.local_id();
+  const Actions r = deliver(client_.close(now_, cid), server_);
+  ASSERT_EQ(types(r), std::vector{EventType::kRejected});
+  EXPECT_EQ(r.events[0].comm_id, s.events[0].comm_id);
+  EXPECT_EQ(server_.find(s.events[0].comm_id)->state(), State::kTimewait);
+  EXPECT_EQ(client_.find(cid), nullptr);  // closing ended it: the table forgot it
+  EXPECT_EQ(client_.close(now_, cid).status, Status(ENOENT));
+}
+
 TEST_F(TableTest, BytesThatAreNotACmMadAreRefusedWithEbadmsg) {
   MadBytes b = encode(CmMad{1, 0, 0, 0, rdma_req()});
   b[1] = 0x81;  // not the CM class

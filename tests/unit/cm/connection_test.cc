@@ -483,6 +483,17 @@ TEST_F(ConnectionTest, ADeferredDrepWaitsForDisconnect) {
   EXPECT_EQ(types(active_.receive(now_, mad_of(d.mads[0]))), std::vector{EventType::kDisconnected});
 }
 
+TEST_F(ConnectionTest, ClosingWithADeferredDrepSendsIt) {
+  Connection passive(CommId(0x3003), ConnectionConfig{kPassiveGuid, 0, true});
+  passive.receive(now_, only_mad(active_.connect(now_, rdma_req(), kPlt)));
+  active_.receive(now_, only_mad(passive.accept(now_, rdma_rep())));
+  passive.receive(now_, only_mad(active_.establish(now_)));
+  passive.receive(now_, only_mad(active_.disconnect(now_)));
+  ASSERT_EQ(passive.state(), State::kDreqRcvd);
+  EXPECT_EQ(attribute_in(passive.close(now_).mads.at(0).mad), AttributeId::kDrep);
+  EXPECT_EQ(passive.state(), State::kTimewait);
+}
+
 TEST_F(ConnectionTest, ADreqBeforeTheRtuDisconnectsThePassiveSide) {
   rep_delivered();  // the passive side is still in REP sent
   active_.establish(now_);  // RTU lost
@@ -510,6 +521,59 @@ TEST_F(ConnectionTest, AReqRepeatedInTimewaitIsRejectedAsStale) {
   EXPECT_EQ(rej.reason, RejReason::kStaleConnection);
   EXPECT_EQ(rej.remote_comm_id, CommId(0x1001));
   EXPECT_EQ(rej.message_rejected, RejectedMessage::kReq);
+}
+
+// ---- close (rdma_destroy_id) --------------------------------------------------------------------
+
+TEST_F(ConnectionTest, ClosingWhileTheReqIsOutRejectsWithTimeoutAndOurGuid) {
+  req_delivered();
+  const Actions a = active_.close(now_);
+  const Rej rej = decoded_as<Rej>(a.mads.at(0).mad);
+  EXPECT_EQ(rej.reason, RejReason::kTimeout);
+  EXPECT_EQ(rej.local_comm_id, CommId(0x1001));
+  EXPECT_EQ(rej.remote_comm_id, CommId(0));  // the passive id is not known yet
+  EXPECT_EQ(rej.ari_length, 8);
+  EXPECT_EQ(rej.ari[0], 0x00);
+  EXPECT_EQ(rej.ari[1], 0x02);
+  EXPECT_EQ(rej.ari[2], 0xc9);
+  EXPECT_EQ(rej.ari[7], 0xaa);
+  EXPECT_TRUE(active_.ended());
+  EXPECT_TRUE(a.events.empty());
+  // Expect: the passive side, waiting for its user, takes it as a rejection.
+  const Actions p = passive_.receive(now_, mad_of(a.mads[0]));
+  EXPECT_EQ(types(p), std::vector{EventType::kRejected});
+  EXPECT_EQ(passive_.state(), State::kTimewait);  // reason 4 keeps the ids in timewait (cm.c)
+}
+
+TEST_F(ConnectionTest, ClosingAnEstablishedConnectionSendsOneDreqAndWaitsOutTimewait) {
+  connected();
+  const Actions a = active_.close(now_);
+  EXPECT_EQ(attribute_in(a.mads.at(0).mad), AttributeId::kDreq);
+  EXPECT_EQ(active_.state(), State::kTimewait);
+  EXPECT_EQ(a.next_deadline, now_ + kTimewait);
+  // Expect: no DREQ resend; the DREP that comes is dropped; then timewait exit.
+  EXPECT_TRUE(nothing(active_.receive(now_, only_mad(passive_.receive(now_, mad_of(a.mads[0]))))));
+  EXPECT_EQ(types(active_.on_timer(now_ + kTimewait)), std::vector{EventType::kTimewaitExit});
+}
+
+TEST_F(ConnectionTest, ClosingInOtherStatesSendsWhatTheStateCallsFor) {
+  rep_delivered();
+  // Passive in REP sent: REJ 28, message "other", timewait.
+  const Rej rej = decoded_as<Rej>(passive_.close(now_).mads.at(0).mad);
+  EXPECT_EQ(rej.reason, RejReason::kConsumerDefined);
+  EXPECT_EQ(rej.message_rejected, RejectedMessage::kOther);
+  EXPECT_EQ(rej.local_comm_id, CommId(0x2002));
+  EXPECT_EQ(passive_.state(), State::kTimewait);
+  // Active in REP received: REJ of the REP, ended.
+  const Rej rej_rep = decoded_as<Rej>(active_.close(now_).mads.at(0).mad);
+  EXPECT_EQ(rej_rep.message_rejected, RejectedMessage::kRep);
+  EXPECT_TRUE(active_.ended());
+  // An unused connection just ends; a timewait one stays.
+  Connection idle(CommId(5), ConnectionConfig{});
+  EXPECT_TRUE(nothing(idle.close(now_)));
+  EXPECT_TRUE(idle.ended());
+  EXPECT_TRUE(nothing(passive_.close(now_)));
+  EXPECT_EQ(passive_.state(), State::kTimewait);
 }
 
 // ---- calls that do not fit ----------------------------------------------------------------------
