@@ -107,6 +107,7 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kModifyQp: return run_command(*this, &Device::cmd_modify_qp, in, in_len, out, out_len);
     case CmdOpcode::kQueryQp: return run_command(*this, &Device::cmd_query_qp, in, in_len, out, out_len);
     case CmdOpcode::kDestroyQp: return run_command(*this, &Device::cmd_destroy_qp, in, in_len, out, out_len);
+    case CmdOpcode::kResizeCq: return run_command(*this, &Device::cmd_resize_cq, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
