@@ -1,7 +1,7 @@
 // A fake device for the driver's unit tests: it records every MMIO write (doorbells, BlueFlame,
 // CQ arms) and answers commands with fixed caps, handing out numbers and remembering what each
-// create command said (ring addresses, sizes), so tests can read the rings the driver wrote and
-// write CQEs/EQEs by hand. It executes nothing.
+// create command said (ring addresses, sizes; for a CQ, the ring a ResizeCq moved it to), so tests
+// can read the rings the driver wrote and write CQEs/EQEs by hand. It executes nothing.
 #pragma once
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
