@@ -1,13 +1,15 @@
 // Control path of completion queues: create (CreateCq with a ring of CQEs initialised invalid and
-// a doorbell record), destroy, event acknowledgement, and cleaning a CQ of the CQEs of a QP that
-// is reset or destroyed (mlx5 __mlx5_cq_clean).
-// Who may touch what: the ring and cons_index belong to whoever holds Cq::lock (poll_cq, arm,
-// cq_clean); comp_events_completed/events_reported are under the ibv_cq mutex as libibverbs
-// does; Cq::users is the control path's count of queues using the CQ.
+// a doorbell record), resize (a new ring, ResizeCq, the unpolled CQEs copied over), destroy, event
+// acknowledgement, and cleaning a CQ of the CQEs of a QP that is reset or destroyed (mlx5
+// __mlx5_cq_clean).
+// Who may touch what: the ring, log_nent and cons_index belong to whoever holds Cq::lock (poll_cq,
+// arm, cq_clean, resize_cq); comp_events_completed/events_reported are under the ibv_cq mutex as
+// libibverbs does; Cq::users is the control path's count of queues using the CQ.
 #include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <utility>
 
 #include "driver/cq_ring.h"
 #include "driver/objects.h"
@@ -20,6 +22,25 @@ namespace {
 
 constexpr uint8_t kCqeInitOpOwn = static_cast<uint8_t>(hwif::CqeOpcode::kInvalid) << 4;  // 0xF0, owner 0
 constexpr uint32_t kMaxCqeLog = 24;  // nent <= 2^24 (verbs-abi.md §6.3)
+
+// A ring of nent CQEs from the host kernel, every entry invalid (opcode 0xF, owner 0): what the
+// device is given at create and at resize.
+bool allocate_ring(pcie::HostKernel& kernel, uint32_t nent, HostBuffer& ring) {
+  if (!ring.allocate(kernel, static_cast<size_t>(nent) * hwif::kCqeBytes)) return false;
+  for (uint32_t i = 0; i < nent; ++i) {
+    auto* c = new (ring.data() + static_cast<size_t>(i) * hwif::kCqeBytes) hwif::Cqe64{};
+    c->op_own = kCqeInitOpOwn;
+  }
+  return true;
+}
+
+// CQEs software owns from cons_index on, as poll_cq would find them now. Caller holds cq.lock.
+uint32_t outstanding_cqes(const Cq& cq) {
+  const uint32_t nent = 1u << cq.log_nent;
+  uint32_t n = 0;
+  while (n < nent && cqe_if_valid(cq, cq.cons_index + n) != nullptr) ++n;
+  return n;
+}
 
 }  // namespace
 
@@ -34,15 +55,10 @@ ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, in
   auto* cq = new (std::nothrow) Cq{};
   if (cq == nullptr) return fail_errno<ibv_cq>(ENOMEM);
   pcie::HostKernel& kernel = *ctx->link.kernel;
-  if (!cq->ring.allocate(kernel, static_cast<size_t>(nent) * hwif::kCqeBytes) ||
-      !cq->dbrec_page.allocate(kernel, hwif::kDbRecBytes)) {
+  if (!allocate_ring(kernel, nent, cq->ring) || !cq->dbrec_page.allocate(kernel, hwif::kDbRecBytes)) {
     const int err = errno;
     delete cq;
     return fail_errno<ibv_cq>(err);
-  }
-  for (uint32_t i = 0; i < nent; ++i) {
-    auto* c = new (cq->ring.data() + static_cast<size_t>(i) * hwif::kCqeBytes) hwif::Cqe64{};
-    c->op_own = kCqeInitOpOwn;
   }
   cq->dbrec = new (cq->dbrec_page.data()) hwif::CqDbRec{};
   cq->log_nent = log_nent;
@@ -84,6 +100,52 @@ ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, in
   pthread_mutex_init(&c.mutex, nullptr);
   pthread_cond_init(&c.cond, nullptr);
   return &cq->cq;
+}
+
+// ibv_resize_cq (mlx5_resize_cq): a ring of roundup_pow2(cqe + 1) entries. Under the CQ lock, so
+// no poll, arm or clean runs meanwhile: ResizeCq switches the device to the new ring and reports
+// its producer index pi at the switch; the CQEs [cons_index, pi) are still in the old ring (the
+// device writes nothing there any more) and are copied, in order, to their slots in the new one
+// with the owner bit of the new size. The device writes CQEs from pi on into the new ring while
+// the copy runs; they are on other slots (pi - cons_index <= cqe < nent). The indices run on
+// unchanged, the doorbell record and an arm request stay as they were.
+int resize_cq(ibv_cq* ibcq, int cqe) {
+  if (ibcq == nullptr) return EINVAL;
+  Cq* cq = to_cq(ibcq);
+  Context* ctx = cq->ctx;
+  if (cqe <= 0 || static_cast<uint32_t>(cqe) > ctx->caps.max_cqe) return EINVAL;
+  const uint32_t nent = roundup_pow2(static_cast<uint32_t>(cqe) + 1);
+  const uint32_t log_nent = log2_exact(nent);
+  if (log_nent > kMaxCqeLog) return EINVAL;
+
+  // Allocated before the lock: polling threads wait only for the switch and the copy.
+  HostBuffer ring;
+  if (!allocate_ring(*ctx->link.kernel, nent, ring)) return errno;
+
+  std::lock_guard g(cq->lock);
+  // Judged by the entries asked for, not the rounded size; the device judges again at the switch
+  // (CQEs may arrive meanwhile), so this is only the early answer.
+  if (outstanding_cqes(*cq) > static_cast<uint32_t>(cqe)) return EINVAL;
+  if (log_nent == cq->log_nent) return 0;  // the same ring size: nothing to move (as mlx5)
+  hwif::ResizeCqIn in;
+  in.cqn = cq->cqn;
+  in.ring_addr = ring.dma_addr();
+  in.log_nent = log_nent;
+  in.cqe = static_cast<uint32_t>(cqe);
+  hwif::ResizeCqOut out;
+  if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) return err;  // the old ring stays
+
+  const uint32_t mask = nent - 1;
+  auto* dst_ring = reinterpret_cast<hwif::Cqe64*>(ring.data());
+  for (uint32_t i = cq->cons_index; i != out.pi; ++i) {
+    hwif::Cqe64* dst = &dst_ring[i & mask];
+    std::memcpy(dst, cqe_at(*cq, i), sizeof(*dst));
+    dst->op_own = static_cast<uint8_t>((dst->op_own & ~hwif::kCqeOwnerBit) | ((i >> log_nent) & 1));
+  }
+  cq->ring = std::move(ring);  // the old ring goes back to the host kernel
+  cq->log_nent = log_nent;
+  ibcq->cqe = static_cast<int>(nent - 1);
+  return 0;
 }
 
 // cq_context is set by the verbs layer (ibv_create_cq's cq_context argument) or here by the caller

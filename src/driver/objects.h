@@ -10,7 +10,8 @@
 //  - RecvQueue fields under RecvQueue::lock, except `tail`, as for the SQ.
 //  - Srq ring state under Srq::lock (post_srq_recv, and poll_cq freeing a completed WQE while it
 //    holds the CQ lock: lock order is always CQ lock -> SRQ lock).
-//  - Cq consumer state under Cq::lock (poll_cq, req_notify_cq, CQ cleaning on destroy/reset).
+//  - Cq consumer state, ring and size under Cq::lock (poll_cq, req_notify_cq, CQ cleaning on
+//    destroy/reset, resize_cq).
 //  - `users` counters are changed on the control path only; atomics so that checks never race.
 #pragma once
 #include <infiniband/verbs.h>
@@ -87,10 +88,10 @@ struct Cq {
   ibv_cq cq;
   Context* ctx = nullptr;
   uint32_t cqn = 0;
-  HostBuffer ring;  // nent Cqe64
+  HostBuffer ring;  // nent Cqe64; replaced by resize_cq, under lock
   HostBuffer dbrec_page;
   hwif::CqDbRec* dbrec = nullptr;
-  uint32_t log_nent = 0;
+  uint32_t log_nent = 0;            // under lock (resize_cq changes it)
   QueueLock lock;
   uint32_t cons_index = 0;          // under lock
   std::atomic<uint32_t> arm_sn{0};  // incremented per delivered event (get_cq_event)

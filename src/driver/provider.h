@@ -68,6 +68,9 @@ ibv_comp_channel* create_comp_channel(ibv_context* ctx);
 int destroy_comp_channel(ibv_comp_channel* channel);  // EBUSY while CQs use it
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector);
 int destroy_cq(ibv_cq* cq);  // EBUSY while a QP or SRQ uses it
+// 0 or an errno: EINVAL for a NULL cq, cqe <= 0 or > max_cqe, or fewer entries than CQEs not yet
+// polled. Completions not yet polled are kept, in order.
+int resize_cq(ibv_cq* cq, int cqe);
 // Blocks (unless the channel fd is non-blocking: -1/EAGAIN) until an event arrives.
 int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context);
 void ack_cq_events(ibv_cq* cq, unsigned int nevents);

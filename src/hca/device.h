@@ -148,6 +148,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   int cmd_destroy_eq(const hwif::DestroyEqIn&, hwif::NoOut&);
   int cmd_create_cq(const hwif::CreateCqIn&, hwif::CreateCqOut&);
   int cmd_destroy_cq(const hwif::DestroyCqIn&, hwif::NoOut&);
+  int cmd_resize_cq(const hwif::ResizeCqIn&, hwif::ResizeCqOut&);
   int cmd_create_srq(const hwif::CreateSrqIn&, hwif::CreateSrqOut&);
   int cmd_modify_srq(const hwif::ModifySrqIn&, hwif::NoOut&);
   int cmd_query_srq(const hwif::QuerySrqIn&, hwif::QuerySrqOut&);

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "hca/device.h"
 #include "hca/qp_state_machine.h"
@@ -98,6 +99,30 @@ int Device::cmd_create_cq(const CreateCqIn& in, CreateCqOut& out) {
   cq->log_nent = in.log_nent;
   cq->eqn = in.eqn;
   if (eq) ++eq->users;
+  return 0;
+}
+
+// The switch to the new ring is atomic for the data path: Completer::write runs under the same
+// device lock as this command, so a CQE is written either before (into the old ring, below out.pi)
+// or after (into the new one). Commands are not counted as PCIe traffic, and the consumer index is
+// read uncounted as Completer::write reads it (docs/model.md): a resize adds no TLP.
+int Device::cmd_resize_cq(const ResizeCqIn& in, ResizeCqOut& out) {
+  CompletionQueue* cq = cqs_.find(in.cqn);
+  // The rings are in the owner's memory; only it may move them (another process of the host gets
+  // EINVAL, as for a CQN that names nothing).
+  if (cq == nullptr || cqs_.owner_of(in.cqn) != owner_) return EINVAL;
+  if (!is_pow2_log(in.log_nent) || in.ring_addr == 0) return EINVAL;
+  if ((1u << in.log_nent) - 1 > config_.caps.max_cqe + 1) return EINVAL;  // as cmd_create_cq
+  if (in.cqe == 0 || in.cqe >= (1u << in.log_nent) || in.cqe > config_.caps.max_cqe) return EINVAL;
+  const std::optional<uint32_t> dbrec = read_dbrec_be32(cq->dbrec, false);
+  if (!dbrec) return EFAULT;
+  // Outstanding CQEs: written and not yet consumed. They must fit what the caller asked for
+  // (ibv_resize_cq(3): EINVAL below the number of CQEs in the CQ).
+  const uint32_t outstanding = (cq->pi - (*dbrec & 0xffffff)) & 0xffffff;
+  if (outstanding > in.cqe) return EINVAL;
+  cq->ring = in.ring_addr;
+  cq->log_nent = in.log_nent;
+  out.pi = cq->pi;
   return 0;
 }
 

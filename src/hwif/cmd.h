@@ -28,6 +28,7 @@ enum class CmdOpcode : uint16_t {
   kModifyQp,
   kQueryQp,
   kDestroyQp,
+  kResizeCq,  // appended: opcodes are never renumbered
   kSetMadAgent,
   kBindService,
   kUnbindService,
@@ -86,6 +87,20 @@ struct CreateCqIn {
 };
 struct CreateCqOut { uint32_t cqn = 0; };
 struct DestroyCqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyCq; uint32_t cqn = 0; };
+
+// Moves a CQ to a new ring (ibv_resize_cq). The device switches atomically: every CQE it wrote
+// before is in the old ring at free-running indices [consumer index, out.pi), every later one goes
+// to the new ring, at index & (2^log_nent - 1) with owner bit (index >> log_nent) & 1. The driver
+// copies the old ones over (it holds its CQ lock, so the consumer index is still). EINVAL when more
+// than `cqe` CQEs are outstanding, or for a CQ of another owner.
+struct ResizeCqIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kResizeCq;
+  uint32_t cqn = 0;
+  uint64_t ring_addr = 0;  // nent * 64-byte CQEs, initialised to op_own = 0xf0
+  uint32_t log_nent = 0;
+  uint32_t cqe = 0;        // the entries the caller asked for (< 2^log_nent)
+};
+struct ResizeCqOut { uint32_t pi = 0; };  // the producer index at the switch
 
 struct CreateSrqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateSrq;

@@ -230,6 +230,15 @@ int ibv_destroy_cq(ibv_cq* cq) {
   return driver::destroy_cq(cq);
 }
 
+// 0 or a positive errno, as libibverbs returns the provider's answer (EINVAL for a NULL cq, a size
+// of 0, below 0 or above max_cqe, or one smaller than the CQEs not yet polled). rdma-core 44 reaches
+// the provider through its private verbs_context_ops; the public ibv_context_ops keep only
+// _compat_resize_cq, so the export calls the driver as ibv_destroy_cq does.
+int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  if (cq == nullptr) return EINVAL;
+  return driver::resize_cq(cq, cqe);
+}
+
 // 0, or -1 with errno (EAGAIN on a non-blocking channel with no event).
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (channel == nullptr || cq == nullptr || cq_context == nullptr) {

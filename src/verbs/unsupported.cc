@@ -28,10 +28,6 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* /*pd*/, uint64_t /*offset*/, size_t /*length*/
   return unsupported<ibv_mr*>();
 }
 
-// ---- CQ -----------------------------------------------------------------------------------------
-
-int ibv_resize_cq(ibv_cq* /*cq*/, int /*cqe*/) { return unsupported<int>(); }
-
 // ---- multicast (max_mcast_grp is 0) -------------------------------------------------------------
 
 int ibv_attach_mcast(ibv_qp* /*qp*/, const ibv_gid* /*gid*/, uint16_t /*lid*/) {

@@ -94,6 +94,15 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
       static_cast<hwif::CreateCqOut*>(out)->cqn = n;
       return 0;
     }
+    case O::kResizeCq: {
+      const auto& i = *static_cast<const hwif::ResizeCqIn*>(in);
+      resizes.push_back(i);
+      hwif::CreateCqIn& c = cqs[i.cqn];
+      c.ring_addr = i.ring_addr;
+      c.log_nent = i.log_nent;
+      static_cast<hwif::ResizeCqOut*>(out)->pi = cq_pi[i.cqn];
+      return 0;
+    }
     case O::kCreateSrq: {
       const uint32_t n = next_srqn_++;
       srqs[n] = *static_cast<const hwif::CreateSrqIn*>(in);

@@ -1,7 +1,7 @@
 // A fake device for the driver's unit tests: it records every MMIO write (doorbells, BlueFlame,
 // CQ arms) and answers commands with fixed caps, handing out numbers and remembering what each
-// create command said (ring addresses, sizes), so tests can read the rings the driver wrote and
-// write CQEs/EQEs by hand. It executes nothing.
+// create command said (ring addresses, sizes; for a CQ, the ring a ResizeCq moved it to), so tests
+// can read the rings the driver wrote and write CQEs/EQEs by hand. It executes nothing.
 #pragma once
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
@@ -42,6 +42,10 @@ class FakeDevice final : public hwif::MmioTarget, public hwif::CommandInterface 
   std::map<uint32_t, hwif::CreateSrqIn> srqs;
   std::map<uint32_t, hwif::CreateMkeyIn> mkeys;
   std::vector<hwif::ModifyQpIn> modifies;
+  // ResizeCq: each command as given (the CQ's entry in `cqs` then names the new ring), answered
+  // with the producer index the test sets here for the CQ (the CQEs it wrote by hand).
+  std::vector<hwif::ResizeCqIn> resizes;
+  std::map<uint32_t, uint32_t> cq_pi;
   std::vector<hwif::CmdOpcode> log;
   // Makes the next command with this opcode fail with err.
   hwif::CmdOpcode fail_op = hwif::CmdOpcode::kQueryDevice;
