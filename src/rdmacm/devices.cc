@@ -2,12 +2,14 @@
 // default PD and its MAD agent (docs/cm.md), and rdma_get_devices / rdma_free_devices.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 
 #include "hca/mad_agents.h"
@@ -101,19 +103,32 @@ bool PeerAddress::operator<(const PeerAddress& o) const {
   return std::memcmp(gid.raw, o.gid.raw, 16) < 0;
 }
 
+namespace {
+// The process's library. A child of fork() starts without it: the parent's CM thread is not
+// there, and its device objects (agent QPs, PDs) belong to the parent on the device; the child
+// opens its own on first use, as its libibverbs attaches anew. The parent's object is left as is.
+std::mutex g_init_lock;
+Library* g_lib = nullptr;
+void forget_in_child() {
+  new (&g_init_lock) std::mutex;  // it may have been held by a thread the child does not have
+  g_lib = nullptr;
+}
+}  // namespace
+
 Library* Library::get() {
-  // Initialised once; a process without softhca devices gets ENODEV every time, as the real
-  // library does without a kernel rdma_cm.
-  static Library* lib = [] {
+  std::lock_guard<std::mutex> g(g_init_lock);
+  if (g_lib == nullptr) {
+    static const bool registered = [] { return ::pthread_atfork(nullptr, nullptr, forget_in_child) == 0; }();
+    (void)registered;
     auto* l = new Library;
-    if (!l->init()) {
-      delete l;
-      return static_cast<Library*>(nullptr);
+    if (l->init()) {
+      g_lib = l;
+    } else {
+      delete l;  // no softhca device: ENODEV, as the real library without a kernel rdma_cm
     }
-    return l;
-  }();
-  if (lib == nullptr) errno = ENODEV;
-  return lib;
+  }
+  if (g_lib == nullptr) errno = ENODEV;
+  return g_lib;
 }
 
 bool Library::init() {
