@@ -166,6 +166,8 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // accept() for a packet to QP1: P_Key and Q_Key checks, then to its agent as a UD receive.
   void accept_gsi(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes,
                   uint32_t packets);
+  // REJ 8 / SIDR_REP status 1 for a REQ / SIDR_REQ whose service no agent bound.
+  void answer_unbound(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   void destroy_qp(uint32_t qpn);
   void destroy_srq(uint32_t srqn);
   void destroy_cq(uint32_t cqn);

@@ -7,6 +7,8 @@
 #include <cerrno>
 
 #include "base/endian.h"
+#include "cm/mad_codec.h"
+#include "cm/sidr.h"
 #include "hca/device.h"
 #include "hca/transport/responder.h"
 
@@ -83,7 +85,10 @@ void Device::accept_gsi(const fabric::PacketFields& f, std::span<const uint8_t> 
   if (f.deth->qkey != kGsiQkey) return drop(DropReason::kBadQkey);
   if (payload.size() < kMadBytes || payload[kOffClass] != kMgmtClassCm) return drop(DropReason::kNoMadAgent);
   QueuePair* qp = qps_.find(mad_agent_for(payload));
-  if (qp == nullptr || !qp->mad_agent) return drop(DropReason::kNoMadAgent);
+  if (qp == nullptr || !qp->mad_agent) {
+    drop(DropReason::kNoMadAgent);
+    return answer_unbound(f, payload);
+  }
   QpCounters& c = counters(*qp);
   if (const std::optional<DropReason> why = refuses(*qp, f.opcode, f.pkey)) {
     c.packets_dropped += packets;
@@ -93,6 +98,41 @@ void Device::accept_gsi(const fabric::PacketFields& f, std::span<const uint8_t> 
   c.bytes_received += wire_bytes * packets;
   const QpScope scope(*this, *qp);
   Responder(*this, *qp).on_request(f, payload);
+}
+
+// A REQ or SIDR_REQ for a service ID no process of the host bound is answered as a kernel's CM
+// answers one it has no listener for (rdmacm.md §4.11): REJ reason 8 "invalid service ID" with
+// local comm id 0, or SIDR_REP status 1 — from QP1 back to the sender, no PCIe work. Anything else
+// stays dropped.
+void Device::answer_unbound(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
+  cm::CmMad in;
+  if (cm::decode(payload, in) != cm::DecodeStatus::kOk) return;
+  cm::CmMad out;
+  out.transaction_id = in.transaction_id;
+  if (const auto* req = std::get_if<cm::Req>(&in.message)) {
+    cm::Rej rej;
+    rej.local_comm_id = cm::CommId(0);
+    rej.remote_comm_id = req->local_comm_id;
+    rej.message_rejected = cm::RejectedMessage::kReq;
+    rej.reason = cm::RejReason::kInvalidServiceId;
+    out.message = rej;
+  } else if (const auto* sreq = std::get_if<cm::SidrReq>(&in.message)) {
+    out.message = cm::make_sidr_rep(*sreq, cm::SidrStatus::kServiceIdNotSupported);
+  } else {
+    return;
+  }
+  const cm::MadBytes mad = cm::encode(out);
+  fabric::PacketFields r;
+  r.has_lrh = f.has_lrh;
+  r.sl = f.sl;
+  r.dlid = f.slid;
+  r.slid = Lid(lid());
+  if (f.grh) r.grh = fabric::GrhFields{f.grh->traffic_class, f.grh->flow_label, 64, f.grh->dgid, f.grh->sgid};
+  r.opcode = fabric::BthOpcode::kUdSendOnly;
+  r.pkey = f.pkey;
+  r.dest_qp = Qpn(kGsiQpn);
+  r.deth = fabric::DethFields{kGsiQkey, Qpn(kGsiQpn)};
+  transmit(r, mad);
 }
 
 }  // namespace softhca::hca

@@ -504,12 +504,35 @@ std::array<uint8_t, 256> cm_req_mad(uint64_t service_id) {
   return m;
 }
 
-TEST_F(UdHostilePackets, ACmReqToQp1ForAServiceNoAgentBoundIsDroppedAsNoMadAgent) {
+TEST_F(UdHostilePackets, ACmReqToQp1ForAServiceNoAgentBoundIsCountedAndAnsweredWithRej8) {
   auto f = datagram(0x80010000u);
   f.dest_qp = Qpn(1);
-  expect_row("packet: CM REQ to QP1 for a service ID no process of the host bound",
-             "dropped, no_mad_agent +1; nothing sent; no CQE; nothing written; next valid datagram received",
-             outcome([&] { h.inject(f, cm_req_mad(0x0000000001061D2Full)); }));
+  auto req = cm_req_mad(0x0000000001061D2Full);
+  req[24] = 0x12;  // the REQ's Local Communication ID, which the REJ must name
+  req[27] = 0x34;
+  const hca::DeviceStats before = h.device().stats();
+  h.inject(f, req);
+  const std::vector<Captured> sent = h.take_sent();
+  EXPECT_EQ(drops_between(before, h.device().stats()), "dropped, no_mad_agent +1");
+  // One UD datagram from QP1 to the sender's QP1 with the GSI's Q_Key: REJ (0x12) of the REQ, reason 8.
+  ASSERT_EQ(sent.size(), 1u);
+  const Captured& rej = sent[0];
+  EXPECT_EQ(rej.f.opcode, BthOpcode::kUdSendOnly);
+  EXPECT_EQ(rej.f.dest_qp, Qpn(1));
+  EXPECT_EQ(rej.f.dlid, f.slid);
+  ASSERT_TRUE(rej.f.deth.has_value());
+  EXPECT_EQ(rej.f.deth->qkey, 0x80010000u);
+  EXPECT_EQ(rej.f.deth->src_qp, Qpn(1));
+  ASSERT_EQ(rej.payload.size(), 256u);
+  EXPECT_EQ(rej.payload[1], 0x07);   // CM class
+  EXPECT_EQ(rej.payload[17], 0x12);  // REJ
+  EXPECT_EQ(rej.payload[24] | rej.payload[25] | rej.payload[26] | rej.payload[27], 0) << "local comm id 0";
+  EXPECT_EQ(rej.payload[28], 0x12);  // remote comm id: the REQ's
+  EXPECT_EQ(rej.payload[31], 0x34);
+  EXPECT_EQ(rej.payload[32] >> 6, 0) << "message REJected: REQ";
+  EXPECT_EQ(rej.payload[34] << 8 | rej.payload[35], 8) << "reason 8, invalid service ID";
+  EXPECT_TRUE(h.take_cqes().empty());
+  EXPECT_EQ(next_valid_accepted(), "next valid datagram received");
 }
 
 TEST_F(UdHostilePackets, ADatagramToQp1WithAnotherQkeyThanTheGsisIsDroppedAsBadQkey) {
