@@ -12,6 +12,7 @@
 #include "tools/demo_cli.h"
 #include "tools/model_cli.h"
 #include "tools/run_cmd.h"
+#include "tools/hosts_cmd.h"
 #include "tools/stats_cmd.h"
 #include "tools/trace_cmd.h"
 
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   // Observability (issue 5): `stats` and `trace` run from their own callbacks and exit.
   softhca::tools::add_stats_command(app);
   softhca::tools::add_trace_command(app);
+  // The fabric's hosts and their addresses (docs/addresses.md), for rdma_cm programs.
+  softhca::tools::add_hosts_command(app);
 
   // Live mode (issue 3): `run` execs a verbs program on softhca.
   softhca::tools::add_run_command(app);
