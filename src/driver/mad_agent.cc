@@ -35,4 +35,18 @@ int unbind_service(ibv_qp* qp, uint64_t service_id) {
   return hwif::exec_cmd(*q->ctx->link.cmd, hwif::UnbindServiceIn{q->qpn, service_id});
 }
 
+int track_connection(ibv_qp* agent, const hwif::TrackConnectionIn& c) {
+  if (agent == nullptr) return EINVAL;
+  Qp* q = to_qp(agent);
+  hwif::TrackConnectionIn in = c;
+  in.qpn = q->qpn;
+  return hwif::exec_cmd(*q->ctx->link.cmd, in);
+}
+
+int untrack_connection(ibv_qp* agent, uint32_t local_comm_id) {
+  if (agent == nullptr) return EINVAL;
+  Qp* q = to_qp(agent);
+  return hwif::exec_cmd(*q->ctx->link.cmd, hwif::UntrackConnectionIn{q->qpn, local_comm_id});
+}
+
 }  // namespace softhca::driver

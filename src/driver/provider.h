@@ -105,5 +105,9 @@ int set_mad_agent(ibv_qp* qp, uint32_t* agent);
 // pick_port: the device picks a free port for the low 16 bits of *service_id (written back).
 int bind_service(ibv_qp* qp, uint64_t* service_id, bool pick_port);
 int unbind_service(ibv_qp* qp, uint64_t service_id);
+// An established connection for the device to end with a DREQ if the agent's process goes (c.qpn
+// is filled in from `agent`); untracked when the library ends it itself.
+int track_connection(ibv_qp* agent, const hwif::TrackConnectionIn& c);
+int untrack_connection(ibv_qp* agent, uint32_t local_comm_id);
 
 }  // namespace softhca::driver

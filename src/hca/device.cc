@@ -111,6 +111,10 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kBindService: return run_command(*this, &Device::cmd_bind_service, in, in_len, out, out_len);
     case CmdOpcode::kUnbindService:
       return run_command(*this, &Device::cmd_unbind_service, in, in_len, out, out_len);
+    case CmdOpcode::kTrackConnection:
+      return run_command(*this, &Device::cmd_track_connection, in, in_len, out, out_len);
+    case CmdOpcode::kUntrackConnection:
+      return run_command(*this, &Device::cmd_untrack_connection, in, in_len, out, out_len);
     case CmdOpcode::kResizeCq: return run_command(*this, &Device::cmd_resize_cq, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;

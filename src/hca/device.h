@@ -168,6 +168,9 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
                   uint32_t packets);
   // REJ 8 / SIDR_REP status 1 for a REQ / SIDR_REQ whose service no agent bound.
   void answer_unbound(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  int cmd_track_connection(const hwif::TrackConnectionIn&, hwif::NoOut&);
+  int cmd_untrack_connection(const hwif::UntrackConnectionIn&, hwif::NoOut&);
+  void end_connections_of(uint32_t agent_qpn);  // a DREQ for each connection it still tracks
   void destroy_qp(uint32_t qpn);
   void destroy_srq(uint32_t srqn);
   void destroy_cq(uint32_t cqn);

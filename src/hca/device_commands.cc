@@ -353,7 +353,10 @@ void Device::destroy_qp(uint32_t qpn) {
   if (CompletionQueue* scq = cqs_.find(qp->send_cqn)) --scq->users;
   if (CompletionQueue* rcq = cqs_.find(qp->recv_cqn)) --rcq->users;
   if (SharedReceiveQueue* srq = srqs_.find(qp->srqn)) --srq->users;
-  if (qp->mad_agent) MadAgents(state_.mad).detach(qpn);
+  if (qp->mad_agent) {
+    end_connections_of(qpn);
+    MadAgents(state_.mad).detach(qpn);
+  }
   release_qp_arrays(*qp);
   qps_.erase(qpn);
 }
@@ -374,6 +377,7 @@ void Device::reclaim(uint32_t owner) {
   eqs_.for_each_of(owner, [&](uint32_t eqn) { eqs_.erase(eqn); });
   mkeys_.destroy_owned(owner);
   pds_.for_each_of(owner, [&](uint32_t pdn) { pds_.erase(pdn); });
+  end_entry();  // the DREQs a dead agent's connections get (management.cc) leave now
 }
 
 }  // namespace softhca::hca

@@ -87,4 +87,35 @@ int MadAgents::unbind(uint32_t qpn, uint64_t service_id) {
   return 0;
 }
 
+int MadAgents::track(const TrackedConnection& c) {
+  untrack(c.agent_qpn, c.local_comm_id);  // tracked again: the newer peer wins
+  for (uint32_t i = 0; i < kMaxTrackedConnections; ++i) {
+    if (s_.connections[i].agent_qpn != 0) continue;
+    s_.connections[i] = c;
+    if (i >= s_.connections_used) s_.connections_used = i + 1;
+    return 0;
+  }
+  return ENOMEM;
+}
+
+void MadAgents::untrack(uint32_t qpn, uint32_t local_comm_id) {
+  for (uint32_t i = 0; i < s_.connections_used; ++i) {
+    TrackedConnection& c = s_.connections[i];
+    if (c.agent_qpn == qpn && c.local_comm_id == local_comm_id) c = TrackedConnection{};
+  }
+  while (s_.connections_used > 0 && s_.connections[s_.connections_used - 1].agent_qpn == 0) --s_.connections_used;
+}
+
+std::vector<TrackedConnection> MadAgents::take_connections(uint32_t qpn) {
+  std::vector<TrackedConnection> out;
+  for (uint32_t i = 0; i < s_.connections_used; ++i) {
+    TrackedConnection& c = s_.connections[i];
+    if (c.agent_qpn != qpn) continue;
+    out.push_back(c);
+    c = TrackedConnection{};
+  }
+  while (s_.connections_used > 0 && s_.connections[s_.connections_used - 1].agent_qpn == 0) --s_.connections_used;
+  return out;
+}
+
 }  // namespace softhca::hca

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 namespace softhca::hca {
 
@@ -29,11 +30,26 @@ struct BoundService {
   uint32_t binds = 0;      // times the agent bound it
 };
 
+// An agent's established connection (hwif::TrackConnectionIn), kept to be ended with a DREQ when
+// the agent goes.
+struct TrackedConnection {
+  uint32_t agent_qpn = 0;  // 0: a free entry
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  uint32_t remote_qpn = 0;
+  uint16_t dlid = 0;
+  bool global = false;
+  std::array<uint8_t, 16> dgid{};
+};
+inline constexpr uint32_t kMaxTrackedConnections = 16384;
+
 struct MadState {
   std::array<uint32_t, kMaxMadAgents> agent_qpn{};  // [agent] -> QPN; 0 = free (agent 0 is never used)
   std::array<BoundService, kMaxBoundServices> services{};
   uint32_t services_used = 0;  // entries [0, services_used) may be in use
   uint16_t next_port = kFirstPickedPort;
+  std::array<TrackedConnection, kMaxTrackedConnections> connections{};
+  uint32_t connections_used = 0;  // entries [0, connections_used) may be in use
 };
 static_assert(std::is_trivially_copyable_v<MadState> && std::is_standard_layout_v<MadState>);
 
@@ -56,6 +72,12 @@ class MadAgents {
   int bind(uint32_t qpn, uint64_t* service_id, bool pick_port);
   int unbind(uint32_t qpn, uint64_t service_id);  // 0 or EINVAL (not bound by this agent)
   [[nodiscard]] uint32_t qpn_of_service(uint64_t service_id) const;
+
+  // 0 or ENOMEM (table full).
+  int track(const TrackedConnection& c);
+  void untrack(uint32_t qpn, uint32_t local_comm_id);
+  // Removes and returns the connections `qpn`'s agent still has (detach() keeps them for this).
+  std::vector<TrackedConnection> take_connections(uint32_t qpn);
 
  private:
   BoundService* find(uint64_t service_id);

@@ -63,6 +63,52 @@ int Device::cmd_unbind_service(const UnbindServiceIn& in, NoOut&) {
   return MadAgents(state_.mad).unbind(in.qpn, in.service_id);
 }
 
+int Device::cmd_track_connection(const TrackConnectionIn& in, NoOut&) {
+  const QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr || qp->owner != owner_ || !qp->mad_agent || in.local_comm_id == 0) return EINVAL;
+  TrackedConnection c;
+  c.agent_qpn = in.qpn;
+  c.local_comm_id = in.local_comm_id;
+  c.remote_comm_id = in.remote_comm_id;
+  c.remote_qpn = in.remote_qpn & kQpnMask;
+  c.dlid = in.dlid;
+  c.global = in.global;
+  c.dgid = in.dgid.raw;
+  return MadAgents(state_.mad).track(c);
+}
+
+int Device::cmd_untrack_connection(const UntrackConnectionIn& in, NoOut&) {
+  const QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr || qp->owner != owner_ || !qp->mad_agent) return EINVAL;
+  MadAgents(state_.mad).untrack(in.qpn, in.local_comm_id);
+  return 0;
+}
+
+// The agent `qpn` is going (its QP destroyed, or its process dead and reclaimed): each connection
+// it still had gets a DREQ from QP1, as a kernel's CM sends when a process's ids are destroyed at
+// its exit, so the peer sees DISCONNECTED. Sent once: nobody is left to retransmit it.
+void Device::end_connections_of(uint32_t qpn) {
+  for (const TrackedConnection& c : MadAgents(state_.mad).take_connections(qpn)) {
+    cm::Dreq d;
+    d.local_comm_id = cm::CommId(c.local_comm_id);
+    d.remote_comm_id = cm::CommId(c.remote_comm_id);
+    d.remote_qpn = Qpn(c.remote_qpn);
+    cm::CmMad m;
+    m.transaction_id = uint64_t{c.local_comm_id >> kMadAgentIdShift} << 32 | c.local_comm_id;
+    m.message = d;
+    fabric::PacketFields r;
+    r.has_lrh = !ethernet();
+    r.dlid = Lid(c.dlid);
+    r.slid = Lid(lid());
+    if (c.global || ethernet()) r.grh = fabric::GrhFields{0, 0, 64, config_.port.gids[0].raw, c.dgid};
+    r.opcode = fabric::BthOpcode::kUdSendOnly;
+    r.pkey = 0xffff;
+    r.dest_qp = Qpn(kGsiQpn);
+    r.deth = fabric::DethFields{kGsiQkey, Qpn(kGsiQpn)};
+    transmit(r, cm::encode(m));
+  }
+}
+
 uint32_t Device::mad_agent_for(std::span<const uint8_t> mad) const {
   const MadAgents agents(state_.mad);
   const uint16_t attr = static_cast<uint16_t>(mad[kOffAttrId] << 8 | mad[kOffAttrId + 1]);

@@ -32,6 +32,8 @@ enum class CmdOpcode : uint16_t {
   kSetMadAgent,
   kBindService,
   kUnbindService,
+  kTrackConnection,
+  kUntrackConnection,
 };
 
 struct NoOut {};
@@ -236,6 +238,24 @@ struct UnbindServiceIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kUnbindService;
   uint32_t qpn = 0;
   uint64_t service_id = 0;
+};
+// An established connection of an agent, for the device to end as a kernel ends a dying process's:
+// when the agent's QP goes (its process exits or dies), the device sends the peer a DREQ from QP1
+// for each connection still tracked. Untracked when the library disconnects it itself.
+struct TrackConnectionIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kTrackConnection;
+  uint32_t qpn = 0;             // the agent's QP
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  uint32_t remote_qpn = 0;      // the peer's data QP (DREQ "Remote QPN/EECN")
+  uint16_t dlid = 0;            // the peer's port (InfiniBand)
+  bool global = false;          // with a GRH to dgid (always on Ethernet)
+  Gid dgid{};
+};
+struct UntrackConnectionIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kUntrackConnection;
+  uint32_t qpn = 0;
+  uint32_t local_comm_id = 0;
 };
 
 }  // namespace softhca::hwif

@@ -14,6 +14,7 @@
 #include "cm/cma_header.h"
 #include "hca/mad_agents.h"
 #include "rdmacm/library.h"
+#include "verbs/softhca_ext.h"
 
 namespace softhca::rdmacm {
 
@@ -77,6 +78,21 @@ bool send_mad(Device& d, const PeerAddress& to, const cm::MadBytes& mad) {
   if (ibv_post_send(d.qp, &wr, &bad) != 0) return false;
   ++d.sends_out;
   return true;
+}
+
+void track(IdPriv& id) {
+  if (id.dev == nullptr || id.comm_id == 0 || id.tracked) return;
+  const cm::Connection* c = id.dev->table->find(cm::CommId(id.comm_id));
+  const softhca_ext_ops* ext = softhca_ext_of(id.dev->ctx);
+  if (c == nullptr || ext == nullptr) return;
+  id.tracked = ext->track_connection(id.dev->qp, id.comm_id, c->remote_id().value(), id.peer_qpn, id.peer.lid,
+                                     id.peer.global, id.peer.gid.raw) == 0;
+}
+
+void untrack(IdPriv& id) {
+  if (!id.tracked || id.dev == nullptr) return;
+  if (const softhca_ext_ops* ext = softhca_ext_of(id.dev->ctx)) ext->untrack_connection(id.dev->qp, id.comm_id);
+  id.tracked = false;
 }
 
 void Library::thread_main() {

@@ -322,6 +322,7 @@ int rdma_disconnect(rdma_cm_id* id) {
     if (!p.connected_once && p.comm_id == 0) return EINVAL;
     qp_to_error(p);
     cm::Connection* c = p.dev ? p.dev->table->find(cm::CommId(p.comm_id)) : nullptr;
+    untrack(p);
     if (c == nullptr || p.disconnected) return 0;  // the peer disconnected first: nothing to send
     const cm::Actions a = c->disconnect(now());
     if (!a.status.is_ok()) return 0;

@@ -181,6 +181,7 @@ void Library::on_cm_event(Device& dev, const cm::Event& e, const PeerAddress* se
   if (it == by_comm_id.end()) return;  // its id is gone: the event is dropped, as the real library does
   IdPriv* id = it->second;
   const auto forget = [&] {
+    untrack(*id);
     by_comm_id.erase(id->comm_id);
     id->comm_id = 0;
   };
@@ -188,6 +189,7 @@ void Library::on_cm_event(Device& dev, const cm::Event& e, const PeerAddress* se
     case T::kRepReceived: return on_rep(*this, dev, id, e);
     case T::kEstablished:
       id->connected_once = true;
+      track(*id);
       if (id->listener == nullptr && id->rep) {
         const rdma_conn_param c = conn_of_rep(*id->rep);
         report(id, RDMA_CM_EVENT_ESTABLISHED, 0, &c, nullptr, id->rep->private_data.bytes.data(), cm::kRepUserBytes);
@@ -210,6 +212,7 @@ void Library::on_cm_event(Device& dev, const cm::Event& e, const PeerAddress* se
       return;
     case T::kDisconnectRequested:
     case T::kDisconnected:
+      untrack(*id);
       qp_to_error(*id);
       if (!id->disconnected) {
         id->disconnected = true;

@@ -19,6 +19,7 @@ namespace {
 // for an established connection, a REJ for a request not answered yet.
 void drop_connection(Library& lib, IdPriv& id) {
   if (id.comm_id == 0 || id.dev == nullptr) return;
+  untrack(id);
   if (id.id.qp_type != IBV_QPT_UD) {
     if (softhca::cm::Connection* c = id.dev->table->find(softhca::cm::CommId(id.comm_id))) {
       using S = softhca::cm::Connection::State;

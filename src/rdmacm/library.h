@@ -136,6 +136,7 @@ struct IdPriv {
   uint32_t psn = 0;          // the starting PSN this side's receive queue expects
   bool disconnected = false; // DISCONNECTED was reported
   bool connected_once = false;
+  bool tracked = false;      // the device knows the connection (track())
   // UD (SIDR).
   uint32_t qkey = RDMA_UDP_QKEY;
   uint32_t sidr_request_id = 0;
@@ -204,6 +205,9 @@ class Library {
 };
 
 // ---- shared by the library's files (with the lock held) ----
+// The device ends a tracked connection with a DREQ if this process goes before it does (agent.cc).
+void track(IdPriv& id);
+void untrack(IdPriv& id);
 uint64_t sender_key_of(const PeerAddress& p);            // agent.cc
 bool send_mad(Device& d, const PeerAddress& to, const cm::MadBytes& mad);
 // The id's route toward a peer port on `dev`: ibaddr GIDs and P_Key, one path record (addresses.cc).

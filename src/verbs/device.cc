@@ -23,9 +23,23 @@
 
 namespace softhca::verbs {
 
-const softhca_ext_ops kExtOps = {softhca_ext_ops::kMagic, softhca_ext_ops::kVersion, &driver::set_mad_agent,
-                                 &driver::bind_service, &driver::unbind_service, &host_ipv4,
-                                 &fabric_has_lid};
+namespace {
+int track_connection(ibv_qp* agent, uint32_t local_comm_id, uint32_t remote_comm_id, uint32_t remote_qpn,
+                     uint16_t dlid, bool global, const uint8_t* dgid16) {
+  hwif::TrackConnectionIn c;
+  c.local_comm_id = local_comm_id;
+  c.remote_comm_id = remote_comm_id;
+  c.remote_qpn = remote_qpn;
+  c.dlid = dlid;
+  c.global = global;
+  if (dgid16 != nullptr) std::memcpy(c.dgid.raw.data(), dgid16, 16);
+  return driver::track_connection(agent, c);
+}
+}  // namespace
+
+const softhca_ext_ops kExtOps = {softhca_ext_ops::kMagic,  softhca_ext_ops::kVersion, &driver::set_mad_agent,
+                                 &driver::bind_service,    &driver::unbind_service,   &host_ipv4,
+                                 &fabric_has_lid,          &track_connection,         &driver::untrack_connection};
 
 namespace {
 

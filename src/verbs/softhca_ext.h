@@ -23,6 +23,10 @@ struct softhca_ext_ops {
   // has a host of that LID (0 or ENOENT). 0 or a positive errno.
   int (*host_ipv4)(ibv_context* ctx, uint32_t* ipv4_be);
   int (*fabric_has_lid)(ibv_context* ctx, uint16_t lid);
+  // driver::track_connection / untrack_connection: the DREQs a dying process's connections get.
+  int (*track_connection)(ibv_qp* agent, uint32_t local_comm_id, uint32_t remote_comm_id, uint32_t remote_qpn,
+                          uint16_t dlid, bool global, const uint8_t* dgid16);
+  int (*untrack_connection)(ibv_qp* agent, uint32_t local_comm_id);
 };
 
 // The table of a context opened by softhca's libibverbs, or nullptr for any other context.

@@ -155,6 +155,8 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
       return 0;
     }
     case O::kUnbindService:
+    case O::kTrackConnection:
+    case O::kUntrackConnection:
       return 0;
   }
   return EOPNOTSUPP;

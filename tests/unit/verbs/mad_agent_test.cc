@@ -198,5 +198,34 @@ TEST_F(MadAgents, AServiceIsOneAgentsUntilItUnbindsOrItsQpIsDestroyed) {
   EXPECT_EQ(ext_->bind_service(first, &again, false), 0);
 }
 
+TEST_F(MadAgents, AnAgentThatGoesEndsItsTrackedConnectionsWithADreqFromQp1) {
+  // B listens for replies as agent `peer`; A's second agent tracks one connection to B and goes.
+  ibv_qp* peer = agent_qp(b_);
+  uint32_t peer_agent = 0;
+  ASSERT_EQ(ext_->set_mad_agent(peer, &peer_agent), 0);
+  post_mad_recv(peer, 0);
+  ibv_qp* dying = agent_qp(a_, true);
+  uint32_t dying_agent = 0;
+  ASSERT_EQ(ext_->set_mad_agent(dying, &dying_agent), 0);
+  const uint32_t local = dying_agent << 22 | 0x77;
+  const uint32_t remote = peer_agent << 22 | 0x55;
+  ASSERT_EQ(ext_->track_connection(dying, local, remote, 0xabcdef, b_.lid, false, nullptr), 0);
+  ASSERT_EQ(ext_->track_connection(dying, dying_agent << 22 | 0x78, remote + 1, 0x123, b_.lid, false, nullptr), 0);
+  ASSERT_EQ(ext_->untrack_connection(dying, dying_agent << 22 | 0x78), 0) << "ended by the library: no DREQ";
+  ASSERT_EQ(ibv_destroy_qp(dying), 0);
+  const ibv_wc wc = poll_one(b_.cq);
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.qp_num, peer->qp_num);
+  EXPECT_EQ(wc.src_qp, 1u);
+  const uint8_t* m = b_.buf + kGrhBytes;
+  EXPECT_EQ(m[1], 0x07);
+  EXPECT_EQ(m[17], 0x15) << "DREQ";
+  const auto be32 = [](const uint8_t* p) { return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3]; };
+  EXPECT_EQ(be32(m + 24), local);
+  EXPECT_EQ(be32(m + 28), remote);
+  EXPECT_EQ(be32(m + 32) >> 8, 0xabcdefu) << "the peer's QPN";
+  EXPECT_TRUE(cq_is_empty(b_.cq)) << "one DREQ: the untracked connection got none";
+}
+
 }  // namespace
 }  // namespace softhca::conformance
