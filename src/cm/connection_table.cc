@@ -146,7 +146,12 @@ Actions ConnectionTable::receive(Picoseconds now, const CmMad& mad, uint64_t sen
     if (SidrRequest* s = find_sidr(srep->request_id)) a = s->receive(now, mad);
   } else if (const std::optional<CommId> to = addressed_to(mad.message)) {
     if (Connection* c = find(*to)) {
+      // One connection touched: its deadline is the answer's, and only it may have ended (no scan
+      // of every connection per MAD: thousands sit in timewait under a connection storm).
       a = c->receive(now, mad);
+      a.next_deadline = c->deadline();
+      if (c->ended()) connections_.erase(*to);
+      return a;
     } else if (Connection* r = timed_out_requester(mad.message)) {
       a = r->receive(now, mad);
     } else if (const auto* dreq = std::get_if<Dreq>(&mad.message)) {

@@ -48,7 +48,7 @@ Device::Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion reg
       eqs_(heap_, state_.eqs),
       cqs_(heap_, state_.cqs),
       srqs_(heap_, state_.srqs),
-      qps_(heap_, state_.qps) {
+      qps_(heap_, state_.qps, ObjectTable<QueuePair>::Reuse::kAfterFresh) {
   dma_.defer_counts(true);  // flushed by end_entry(): every DMA happens inside an entry point
 }
 

@@ -1,6 +1,6 @@
 // A table of device objects addressed by number (PDN, CQN, QPN, ...), stored in the device region:
 // a slot array laid out when the region is formatted, objects from the region heap, slots reused
-// through a LIFO free list, numbers = first_number + slot. Each slot records the owner (the process
+// through a LIFO free list (QPs: only once every slot was used, Reuse::kAfterFresh), numbers = first_number + slot. Each slot records the owner (the process
 // that created the object) so a dead owner's objects can be found. The ObjectTable object itself is
 // a per-process view (region base + the table's state in the region). Control path allocates;
 // lookups are O(1). Under the device lock.
@@ -38,7 +38,12 @@ class ObjectTable {
                 "objects in the device region must be trivially copyable");
 
  public:
-  ObjectTable(RegionHeap& heap, TableState& state) : heap_(heap), st_(state) {}
+  // Reuse::kAfterFresh: numbers never used yet are handed out before freed ones, as a CA's QPNs
+  // advance rather than come straight back (a peer's CM keeps a closed connection's QPN in
+  // time-wait and refuses a REQ from it as stale, IBA 12.9.8.3). kLifo: the last freed first.
+  enum class Reuse : uint8_t { kLifo, kAfterFresh };
+  ObjectTable(RegionHeap& heap, TableState& state, Reuse reuse = Reuse::kLifo)
+      : heap_(heap), st_(state), reuse_(reuse) {}
 
   static constexpr uint64_t slot_bytes(uint32_t capacity) { return uint64_t{capacity} * sizeof(TableSlot); }
   static void format(TableState& st, uint32_t first_number, uint32_t capacity, uint64_t slots_offset) {
@@ -49,8 +54,9 @@ class ObjectTable {
   // nullptr when the table or the region is full.
   uint32_t insert(uint32_t owner, T** out = nullptr) {
     if (out) *out = nullptr;
-    const bool reuse = st_.free_head != kNoSlot;
-    if (!reuse && st_.high_water >= st_.capacity) return 0;
+    const bool fresh = st_.high_water < st_.capacity;
+    const bool reuse = st_.free_head != kNoSlot && (reuse_ == Reuse::kLifo || !fresh);
+    if (!reuse && !fresh) return 0;
     const uint64_t obj = heap_.allocate(sizeof(T));
     if (obj == kHeapNone) return 0;
     uint32_t slot;
@@ -108,6 +114,7 @@ class ObjectTable {
 
   RegionHeap& heap_;
   TableState& st_;
+  Reuse reuse_;
 };
 
 }  // namespace softhca::hca

@@ -106,21 +106,15 @@ void Library::thread_main() {
     ev.data.ptr = d.get();
     ::epoll_ctl(ep, EPOLL_CTL_ADD, d->channel->fd, &ev);
   }
+  // The thread never waits for the library's lock: when an API call holds it, that call takes
+  // what arrived before it returns (pump()), and the thread comes back in a millisecond for what it
+  // may have missed. Until then the agents' CQs stay unarmed, so same-process traffic raises no
+  // interrupt the thread would wake for in vain.
+  std::vector<bool> rearm(devices.size(), false);
+  int timeout_ms = -1;
   while (true) {
-    int timeout_ms = -1;
-    {
-      std::lock_guard<std::mutex> g(mutex);
-      const Picoseconds t = now();
-      for (auto& d : devices) {
-        if (const auto dl = d->table->next_deadline()) {
-          const int64_t ms = std::max<int64_t>(0, (dl->count() - t.count() + 999'999'999) / 1'000'000'000);
-          timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min(timeout_ms, static_cast<int>(ms));
-        }
-      }
-    }
     epoll_event got[8];
     const int n = ::epoll_wait(ep, got, 8, timeout_ms);
-    std::lock_guard<std::mutex> g(mutex);
     for (int i = 0; i < n; ++i) {
       if (got[i].data.ptr == nullptr) {
         uint64_t v;
@@ -133,26 +127,51 @@ void Library::thread_main() {
       void* ctx = nullptr;
       if (ibv_get_cq_event(d.channel, &cq, &ctx) == 0) {
         ibv_ack_cq_events(cq, 1);
-        ibv_req_notify_cq(d.cq, 0);
+        for (size_t k = 0; k < devices.size(); ++k) {
+          if (devices[k].get() == &d) rearm[k] = true;
+        }
       }
-      poll_agent(d);
     }
+    std::unique_lock<std::mutex> g(mutex, std::try_to_lock);
+    if (!g.owns_lock()) {
+      timeout_ms = 1;
+      continue;
+    }
+    for (size_t k = 0; k < devices.size(); ++k) {
+      if (!rearm[k]) continue;
+      ibv_req_notify_cq(devices[k]->cq, 0);
+      rearm[k] = false;
+    }
+    pump();  // after arming: what arrived before it is taken here, what arrives after interrupts
     const Picoseconds t = now();
+    timeout_ms = -1;
     for (auto& d : devices) {
       for (const cm::Actions& a : d->table->on_timer(t)) run(*d, a);
+      if (const auto dl = d->table->next_deadline()) {
+        const int64_t ms = std::max<int64_t>(0, (dl->count() - t.count() + 999'999'999) / 1'000'000'000);
+        timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min(timeout_ms, static_cast<int>(ms));
+      }
     }
   }
 }
 
-void Library::poll_agent(Device& d) {
-  ibv_wc wc[16];
-  int n;
-  while ((n = ibv_poll_cq(d.cq, 16, wc)) > 0) {
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].status == IBV_WC_SUCCESS) on_mad(d, wc[i]);
-      post_agent_recv(d, static_cast<uint32_t>(wc[i].wr_id));
+void Library::pump() {
+  if (pumping_) return;  // a MAD handled by pump() sent another: the loop below takes it
+  pumping_ = true;
+  bool more = true;
+  while (more) {
+    more = false;
+    for (auto& d : devices) {
+      ibv_wc wc[16];
+      const int n = ibv_poll_cq(d->cq, 16, wc);
+      for (int i = 0; i < n; ++i) {
+        if (wc[i].status == IBV_WC_SUCCESS) on_mad(*d, wc[i]);
+        post_agent_recv(*d, static_cast<uint32_t>(wc[i].wr_id));
+      }
+      more = more || n > 0;
     }
   }
+  pumping_ = false;
 }
 
 void Library::on_mad(Device& d, const ibv_wc& wc) {

@@ -202,7 +202,9 @@ int call(rdma_cm_id* cm_id, bool waits, Fn&& fn) {
   bool wait = false;
   {
     std::lock_guard<std::mutex> g(lib->mutex);
-    if (const int err = fn(*lib, id)) return fail(err);
+    const int err = fn(*lib, id);
+    lib->pump();
+    if (err != 0) return fail(err);
     wait = waits && id.channel->sync;
   }
   return wait ? sync_wait(id) : 0;

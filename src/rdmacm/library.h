@@ -186,6 +186,10 @@ class Library {
   void on_cm_event(Device& dev, const cm::Event& e, const PeerAddress* sender);
   // Wakes the CM thread to recompute its next deadline.
   void kick();
+  // Takes what the agents received by now, in the calling thread: a MAD to an agent of this process
+  // is delivered before the send that carried it returns (the device loops it back), so a call that
+  // sent one handles the answers at once instead of waking the CM thread for each (agent.cc).
+  void pump();
   std::set<IdPriv*> ids;  // every live id
   // The ids, for the CM thread to find the one a connection belongs to, and where each
   // connection's peer is (kept after its id is destroyed: a DREQ is still retransmitted there).
@@ -198,9 +202,9 @@ class Library {
   bool init();
   void thread_main();
   void on_mad(Device& dev, const ibv_wc& wc);
-  void poll_agent(Device& dev);
 
   int wake_fd_ = -1;
+  bool pumping_ = false;
   std::thread thread_;
 };
 
