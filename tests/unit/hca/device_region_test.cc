@@ -169,9 +169,10 @@ TEST(DeviceRegion, AFullRegionMakesCreateQpFailWithEnomemAndLeavesNothingBehind)
   hwif::CreateQpOut out{};
   EXPECT_EQ(hwif::exec_cmd(dev, in, out), ENOMEM);
   EXPECT_EQ(dev.object_counts(), before);
-  in.log_sq_bbs = 6;  // Expect: a small one still fits, with the next number
-  ASSERT_EQ(hwif::exec_cmd(dev, in, out), 0);
-  EXPECT_EQ(out.qpn, lb.side(0).qpn + 1);
+  in.log_sq_bbs = 6;  // Expect: a small one still fits; QPNs advance (ObjectTable::Reuse::kAfterFresh),
+  ASSERT_EQ(hwif::exec_cmd(dev, in, out), 0);  // so it takes the one after the refused attempt's
+  EXPECT_EQ(out.qpn, lb.side(0).qpn + 2);
+  EXPECT_EQ(dev.object_counts().qps, before.qps + 1);
 }
 
 // ---- reclaim --------------------------------------------------------------------------------------
