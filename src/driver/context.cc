@@ -62,6 +62,9 @@ void fill_device_attr(const hwif::DeviceCaps& c, ibv_device_attr& a) {
   a.max_res_rd_atom = static_cast<int>(std::min<uint64_t>(res_rd, std::numeric_limits<int>::max()));
   a.atomic_cap = c.atomic_hca ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
   a.max_ah = static_cast<int>(c.max_ah);
+  a.max_mcast_grp = static_cast<int>(c.max_mcast_grp);
+  a.max_mcast_qp_attach = static_cast<int>(c.max_mcast_qp_attach);
+  a.max_total_mcast_qp_attach = static_cast<int>(c.max_mcast_grp * c.max_mcast_qp_attach);
   a.max_srq = static_cast<int>(c.max_srq);
   a.max_srq_wr = static_cast<int>(c.max_srq_wr);
   a.max_srq_sge = static_cast<int>(c.max_srq_sge);

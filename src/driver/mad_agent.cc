@@ -1,6 +1,8 @@
 // QP1's MAD agents as the driver reaches them (hwif/cmd.h, docs/cm.md "QP1 on a shared device"):
-// thin command wrappers on a UD QP of this context, for softhca's connection manager.
+// thin command wrappers on a UD QP of this context, for softhca's connection manager; and the
+// multicast attach and detach of a UD QP (ibv_attach_mcast).
 #include <cerrno>
+#include <cstring>
 
 #include "driver/objects.h"
 #include "driver/provider.h"
@@ -33,6 +35,23 @@ int unbind_service(ibv_qp* qp, uint64_t service_id) {
   if (qp == nullptr) return EINVAL;
   Qp* q = to_qp(qp);
   return hwif::exec_cmd(*q->ctx->link.cmd, hwif::UnbindServiceIn{q->qpn, service_id});
+}
+
+int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, bool attach) {
+  if (qp == nullptr || gid == nullptr) return EINVAL;
+  Qp* q = to_qp(qp);
+  if (attach) {
+    hwif::AttachMcastIn in;
+    in.qpn = q->qpn;
+    std::memcpy(in.gid.raw.data(), gid->raw, 16);
+    in.lid = lid;
+    return hwif::exec_cmd(*q->ctx->link.cmd, in);
+  }
+  hwif::DetachMcastIn in;
+  in.qpn = q->qpn;
+  std::memcpy(in.gid.raw.data(), gid->raw, 16);
+  in.lid = lid;
+  return hwif::exec_cmd(*q->ctx->link.cmd, in);
 }
 
 int track_connection(ibv_qp* agent, const hwif::TrackConnectionIn& c) {

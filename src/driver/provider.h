@@ -98,6 +98,9 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 
+// ---- multicast (mad_agent.cc): attach (or detach) a UD QP to the group (gid, lid) -----------------
+int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, bool attach);
+
 // ---- QP1's MAD agents (mad_agent.cc; hwif::SetMadAgentIn and the bind commands) -----------------
 // A UD QP of this process becomes its MAD agent: *agent is its number, the top bits of the CM ids
 // it hands out. Then REQs for the service IDs it binds, and replies naming its ids, reach it.

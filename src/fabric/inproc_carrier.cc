@@ -92,6 +92,15 @@ void InprocCarrier::drain() {
       continue;
     }
     const auto dlid = static_cast<uint16_t>((current_.bytes[2] << 8) | current_.bytes[3]);
+    if (dlid >= 0xc000 && dlid != 0xffff) {
+      // A multicast LID (IBA 4.1.3): every port of the subnet gets a copy; each device keeps it
+      // for the QPs attached to the group, if any.
+      for (auto& [lid, port] : ports_) {
+        ++delivered_;
+        port->deliver(std::span<const uint8_t>(current_.bytes.data(), current_.len));
+      }
+      continue;
+    }
     auto it = ports_.find(dlid);
     if (it == ports_.end()) {
       ++unroutable_;

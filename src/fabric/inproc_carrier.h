@@ -30,7 +30,7 @@ class InprocCarrier {
   void attach(uint16_t lid, PacketReceiver* port);
   void detach(uint16_t lid);
   // Queues a copy of the packet (LRH first). Packets too short for an LRH or with an unknown DLID
-  // are counted and dropped at delivery.
+  // are counted and dropped at delivery; one to a multicast LID goes to every port.
   void send(std::span<const uint8_t> packet);
   // Delivers until the queue is empty; first releases the held packets (faults) that are due.
   void drain();

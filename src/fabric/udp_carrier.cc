@@ -139,21 +139,38 @@ Status UdpCarrier::send(Ipv4Endpoint dest, std::span<const uint8_t> bytes) {
   return send_datagram(dest, bytes, -1, -1);
 }
 
+Status UdpCarrier::send_to_member(Ipv4Endpoint member, std::span<const uint8_t> bytes) {
+  if (!is_open()) return Status(EBADF);
+  if (mode_ != CarrierMode::kRoceV2) return send(member, bytes);
+  const RoceEncap e = read_roce_encap(bytes);
+  if (!e.ok) {
+    send_errors_.fetch_add(1, std::memory_order_relaxed);
+    return Status(EINVAL);
+  }
+  return send_roce_as(member, e.dst.ip, bytes);
+}
+
 Status UdpCarrier::send_roce(Ipv4Endpoint dest, std::span<const uint8_t> packet) {
+  return send_roce_as(dest, dest.ip, packet);
+}
+
+Status UdpCarrier::send_roce_as(Ipv4Endpoint dest, uint32_t header_dst, std::span<const uint8_t> packet) {
   const RoceEncap e = read_roce_encap(packet);
   if (!e.ok) {
     send_errors_.fetch_add(1, std::memory_order_relaxed);
     return Status(EINVAL);
   }
   const int ttl = e.ttl != 0 ? e.ttl : -1;  // IP_TTL takes 1..255; 0 leaves the socket's default
-  if (e.src == local_ && e.dst == dest) return send_datagram(dest, packet.subspan(kRoceEncapBytes), e.tos, ttl);
+  if (e.src == local_ && e.dst == Ipv4Endpoint{header_dst, dest.port}) {
+    return send_datagram(dest, packet.subspan(kRoceEncapBytes), e.tos, ttl);
+  }
 
   // The header says other addresses or ports than the ones the datagram will travel with: make it say
   // those, in a copy, and seal it again, so the receiver's rebuilt header matches the ICRC.
   std::array<uint8_t, kMaxRocePacketBytes> copy;
   std::copy(packet.begin(), packet.end(), copy.begin());
   const std::span<uint8_t> p(copy.data(), packet.size());
-  write_roce_encap(local_.ip, dest.ip, UdpPorts{local_.port, dest.port}, e.tos, e.ttl,
+  write_roce_encap(local_.ip, header_dst, UdpPorts{local_.port, dest.port}, e.tos, e.ttl,
                    packet.size() - kRoceEncapBytes, p.first<kRoceEncapBytes>());
   reseal_roce(p);
   resealed_.fetch_add(1, std::memory_order_relaxed);

@@ -90,6 +90,11 @@ class UdpCarrier {
   // IPv4/UDP packet with consistent lengths), EAGAIN (socket buffer full: the packet is lost, as on a
   // congested wire), EMSGSIZE (larger than the path MTU: DF forbids fragmenting), others of sendmsg(2).
   Status send(Ipv4Endpoint dest, std::span<const uint8_t> bytes);
+  // kRoceV2: one member's copy of a packet to an IPv4 multicast group, sent to `member` as a
+  // unicast datagram (the carrier floods a group to the fabric's hosts, runtime/shared_runtime.cc).
+  // Its ICRC keeps covering the group as the destination, as on a real wire; the member's device,
+  // which rebuilds its own address there, tries its groups' (hca/device_wire.cc).
+  Status send_to_member(Ipv4Endpoint member, std::span<const uint8_t> bytes);
 
   // Waits up to timeout (0: do not wait; negative: no limit) for datagrams or a wake-up, then hands
   // each waiting datagram (up to kMaxBatch) to fn. Short and oversize datagrams are dropped and
@@ -112,6 +117,8 @@ class UdpCarrier {
  private:
   Status configure_socket(const UdpCarrierOptions& options);
   Status send_roce(Ipv4Endpoint dest, std::span<const uint8_t> ipv4_packet);
+  // send_roce() with header_dst as the destination its ICRC covers (send_to_member()).
+  Status send_roce_as(Ipv4Endpoint dest, uint32_t header_dst, std::span<const uint8_t> ipv4_packet);
   Status send_datagram(Ipv4Endpoint dest, std::span<const uint8_t> payload, int tos, int ttl);
   enum class RxOutcome : uint8_t { kNone, kDropped, kDelivered };
   // Reads one datagram and delivers or drops it; kNone when none is waiting (an error goes to err).

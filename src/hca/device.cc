@@ -115,6 +115,8 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
       return run_command(*this, &Device::cmd_track_connection, in, in_len, out, out_len);
     case CmdOpcode::kUntrackConnection:
       return run_command(*this, &Device::cmd_untrack_connection, in, in_len, out, out_len);
+    case CmdOpcode::kAttachMcast: return run_command(*this, &Device::cmd_attach_mcast, in, in_len, out, out_len);
+    case CmdOpcode::kDetachMcast: return run_command(*this, &Device::cmd_detach_mcast, in, in_len, out, out_len);
     case CmdOpcode::kResizeCq: return run_command(*this, &Device::cmd_resize_cq, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
@@ -411,6 +413,10 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
   const auto drop = [&](DropReason why) {
     for (uint32_t i = 0; i < packets; ++i) stats_->drop(why);
   };
+  if (is_multicast(f)) {
+    for (uint32_t i = 0; i < packets; ++i) accept_multicast(f, payload, wire_bytes);
+    return;
+  }
   if (!addressed_here(f)) return drop(DropReason::kWrongLid);  // Ethernet: not our GID
   if (f.dest_qp.value() == kGsiQpn) return accept_gsi(f, payload, wire_bytes, packets);
   QueuePair* qp = qps_.find(f.dest_qp.value());

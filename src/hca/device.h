@@ -22,6 +22,7 @@
 #include "hca/device_state.h"
 #include "hca/device_stats.h"
 #include "hca/mad_agents.h"
+#include "hca/mcast_groups.h"
 #include "hca/memory_keys.h"
 #include "hca/object_table.h"
 #include "hca/queue_objects.h"
@@ -171,6 +172,11 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   int cmd_track_connection(const hwif::TrackConnectionIn&, hwif::NoOut&);
   int cmd_untrack_connection(const hwif::UntrackConnectionIn&, hwif::NoOut&);
   void end_connections_of(uint32_t agent_qpn);  // a DREQ for each connection it still tracks
+  // ---- multicast (multicast.cc) ----
+  int cmd_attach_mcast(const hwif::AttachMcastIn&, hwif::NoOut&);
+  int cmd_detach_mcast(const hwif::DetachMcastIn&, hwif::NoOut&);
+  [[nodiscard]] bool is_multicast(const fabric::PacketFields& f) const;  // to a multicast LID / GID
+  void accept_multicast(const fabric::PacketFields& f, std::span<const uint8_t> payload, size_t wire_bytes);
   void destroy_qp(uint32_t qpn);
   void destroy_srq(uint32_t srqn);
   void destroy_cq(uint32_t cqn);
@@ -290,6 +296,10 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   size_t encode(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   // Parses a packet of this port's wire format (ICRC/VCRC checked); false when malformed.
   bool decode(std::span<const uint8_t> packet, fabric::PacketFields& f, std::span<const uint8_t>& payload) const;
+  // Ethernet: a multicast datagram's copy that reached this host as unicast, read as sent to the
+  // group its ICRC covers (device_wire.cc). Its payload points into group_copy_buf_.
+  bool decode_group_copy(std::span<const uint8_t> packet, fabric::PacketFields& f,
+                         std::span<const uint8_t>& payload) const;
   static_assert(fabric::kMaxRocePacketBytes <= fabric::kMaxPacketBytes, "tx_buf_ holds either format");
 
   // LRH/GRH/BTH addressing of a packet to a connected QP's peer (primary path).
@@ -350,6 +360,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   Picoseconds wakeup_requested_ = Picoseconds::max();
   std::array<uint8_t, fabric::kMaxPacketBytes> tx_buf_{};
   std::array<uint8_t, 4096> payload_buf_{};  // one MTU of gathered payload
+  mutable std::array<uint8_t, fabric::kMaxRocePacketBytes> group_copy_buf_{};  // decode_group_copy()
   // Looped-back packets waiting for delivery: a circular queue of slots that stay put when it
   // grows (the slot being delivered is referenced meanwhile). Grows (doubles) only when full.
   bool internal_loopback_ = false;

@@ -353,6 +353,7 @@ void Device::destroy_qp(uint32_t qpn) {
   if (CompletionQueue* scq = cqs_.find(qp->send_cqn)) --scq->users;
   if (CompletionQueue* rcq = cqs_.find(qp->recv_cqn)) --rcq->users;
   if (SharedReceiveQueue* srq = srqs_.find(qp->srqn)) --srq->users;
+  McastGroups(state_.mcast).detach_all(qpn);
   if (qp->mad_agent) {
     end_connections_of(qpn);
     MadAgents(state_.mad).detach(qpn);

@@ -1,4 +1,5 @@
 #include "hca/device_config.h"
+#include "hca/mcast_groups.h"
 
 #include "fabric/packet/roce.h"
 
@@ -46,6 +47,8 @@ DeviceConfig default_device_config(uint32_t index, uint32_t fabric_id) {
   d.max_srq_wr = (1u << 14) - 1;
   d.max_srq_sge = 31;
   d.max_ah = 1u << 20;
+  d.max_mcast_grp = kMaxMcastGroups;  // hca/mcast_groups.h
+  d.max_mcast_qp_attach = kMaxMcastQpAttach;
   d.max_inline_data = 956;    // 1 KiB WQE - 16 ctrl - 48 datagram - 4 inline header
   d.max_msg_sz = kMaxMsgBytes;
   d.num_comp_vectors = 4;

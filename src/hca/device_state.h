@@ -16,6 +16,7 @@
 #include "hca/device_config.h"
 #include "hca/device_stats.h"
 #include "hca/mad_agents.h"
+#include "hca/mcast_groups.h"
 #include "hca/memory_keys.h"
 #include "hca/object_table.h"
 #include "hca/region_heap.h"
@@ -40,8 +41,9 @@ struct DeviceState {
   // 2: per-QP counters; 3: hot counters on lines of their own; 4: send records with their SGE slots
   // last; 5: a send record's first SGE in its first 128 bytes, the UD address after the SGE slots;
   // 6: the bad_source drop counter; 7: key variants and indexes drawn from the seed (MemoryKeysState);
-  // 8: QP1's MAD agents and bound services (MadState), the no_mad_agent drop counter
-  static constexpr uint32_t kVersion = 8;
+  // 8: QP1's MAD agents and bound services (MadState), the no_mad_agent drop counter; 9: connections
+  // tracked for their DREQ, multicast groups (McastState)
+  static constexpr uint32_t kVersion = 9;
 
   uint64_t magic = 0;
   uint32_t version = 0;
@@ -62,6 +64,7 @@ struct DeviceState {
   MemoryKeysState mkeys{};
   HeapState heap{};
   MadState mad{};
+  McastState mcast{};
 
   [[nodiscard]] DeviceStats total_stats() const {
     DeviceStats sum;

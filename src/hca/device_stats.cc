@@ -14,6 +14,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::kPsnOutOfWindow: return "psn_out_of_window";
     case DropReason::kBadSource: return "bad_source";
     case DropReason::kNoMadAgent: return "no_mad_agent";
+    case DropReason::kNoMcastGroup: return "no_mcast_group";
     case DropReason::kCount: break;
   }
   return "?";

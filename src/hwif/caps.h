@@ -39,6 +39,8 @@ struct DeviceCaps {
   uint32_t max_srq_wr = 0;
   uint32_t max_srq_sge = 0;
   uint32_t max_ah = 0;
+  uint32_t max_mcast_grp = 0;
+  uint32_t max_mcast_qp_attach = 0;  // QPs per group
   uint32_t max_inline_data = 0;  // largest inline payload a WQE may carry
   uint32_t max_msg_sz = 0;
   uint32_t num_comp_vectors = 0;

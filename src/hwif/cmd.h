@@ -34,6 +34,8 @@ enum class CmdOpcode : uint16_t {
   kUnbindService,
   kTrackConnection,
   kUntrackConnection,
+  kAttachMcast,
+  kDetachMcast,
 };
 
 struct NoOut {};
@@ -256,6 +258,21 @@ struct UntrackConnectionIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kUntrackConnection;
   uint32_t qpn = 0;
   uint32_t local_comm_id = 0;
+};
+
+// ibv_attach_mcast / ibv_detach_mcast (IBA 10.5): a UD QP of the caller's takes the datagrams
+// sent to a multicast group (GID, and LID on InfiniBand).
+struct AttachMcastIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kAttachMcast;
+  uint32_t qpn = 0;
+  Gid gid{};
+  uint16_t lid = 0;
+};
+struct DetachMcastIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kDetachMcast;
+  uint32_t qpn = 0;
+  Gid gid{};
+  uint16_t lid = 0;
 };
 
 }  // namespace softhca::hwif

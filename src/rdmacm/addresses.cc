@@ -77,6 +77,10 @@ void bind_to_device(IdPriv& id, Device& d) {
 // address"): its LID and GID; the local device when it is one of ours. 0 or an errno.
 int find_peer(Library& lib, Device& from, uint32_t ip, Device** local, uint16_t* lid, ibv_gid* gid) {
   *local = nullptr;
+  if ((ip >> 28) == 0xe) {  // an IPv4 multicast group: reached from `from` (multicast.cc)
+    group_of(from, ip, gid, lid);
+    return 0;
+  }
   if (ip == kLoopback || ip == 0) {
     *local = &from;
   } else if (Device* d = lib.device_with_ipv4(htonl(ip))) {

@@ -108,7 +108,7 @@ void Library::report(IdPriv* id, rdma_cm_event_type type, int status, const rdma
     e->ev.param.conn.private_data = data != nullptr ? e->data : nullptr;
     e->ev.param.conn.private_data_len = static_cast<uint8_t>(data != nullptr ? n : 0);
   } else if (ud != nullptr) {
-    e->ev.param.ud = *ud;
+    e->ev.param.ud = *ud;  // MULTICAST_JOIN: private_data is the user's context, kept as given
     if (data != nullptr) {
       e->ev.param.ud.private_data = e->data;
       e->ev.param.ud.private_data_len = static_cast<uint8_t>(n);

@@ -1,6 +1,5 @@
 // Identifiers (rdmacm.md §3.1, §3.3, §3.4, §3.13, §3.16, §3.19): rdma_create_id, rdma_destroy_id,
-// rdma_migrate_id, rdma_set_option, rdma_create_ep / rdma_destroy_ep, ECE, and the multicast calls
-// softhca does not have yet (ENOSYS, docs/rdma-cm.md).
+// rdma_migrate_id, rdma_set_option, rdma_create_ep / rdma_destroy_ep, ECE.
 #include <arpa/inet.h>
 
 #include <cerrno>
@@ -79,6 +78,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
   }
   std::unique_lock<std::mutex> g(lib->mutex);
   drop_connection(*lib, *p);
+  leave_all(*p);
   if (p->state == IdState::kListen) {
     for (Device* d : p->bound_on) (void)d->table->unlisten(softhca::cm::ServiceId(p->service_id));
     std::erase(lib->listeners, p);
@@ -208,23 +208,6 @@ int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
   if (id == nullptr || id->qp != nullptr || ece == nullptr) return fail(EINVAL);
   *ece = ibv_ece{};  // nothing from the peer: softhca's CM sends and reads no ECE
   return 0;
-}
-
-// Multicast needs device multicast (ibv_attach_mcast), which softhca does not have yet.
-int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* /*context*/) {
-  if (id == nullptr || addr == nullptr) return fail(EINVAL);
-  return fail(ENOSYS);
-}
-
-int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* /*context*/) {
-  if (id == nullptr || attr == nullptr) return fail(EINVAL);
-  if (attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED) return fail(ENOTSUP);
-  return fail(ENOSYS);
-}
-
-int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
-  if (id == nullptr || addr == nullptr) return fail(EINVAL);
-  return fail(EADDRNOTAVAIL);  // nothing was joined
 }
 
 }  // extern "C"

@@ -149,6 +149,15 @@ struct IdPriv {
   std::vector<uint8_t> connect_data;  // rai->ai_connect, prepended in rdma_connect
   bool own_send_cq = false;
   bool own_recv_cq = false;
+  // Multicast groups joined (multicast.cc).
+  struct Join {
+    sockaddr_storage addr{};
+    ibv_gid mgid{};
+    uint16_t mlid = 0;
+    bool send_only = false;
+    bool attached = false;  // id.qp attached to the group
+  };
+  std::vector<Join> joins;
 };
 
 inline IdPriv* priv(rdma_cm_id* id) { return reinterpret_cast<IdPriv*>(id); }
@@ -227,6 +236,10 @@ int sync_wait(IdPriv& id);
 int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint16_t port);
 void unbind_service(IdPriv& id);
 int bind_addr(Library& lib, IdPriv& id, const sockaddr* addr);
+// Multicast (multicast.cc): the group's MGID and MLID for an IPv4 group address (host order), on
+// this device's link; detaching every group an id joined (rdma_destroy_id).
+void group_of(const Device& dev, uint32_t group_ip, ibv_gid* mgid, uint16_t* mlid);
+void leave_all(IdPriv& id);
 
 // Sets errno and returns -1: the convention of every librdmacm call.
 inline int fail(int err) {

@@ -572,6 +572,21 @@ void SharedRuntime::Impl::release_faults() {
 void SharedRuntime::Impl::route(std::span<const uint8_t> packet) {
   if (ethernet()) {
     const uint32_t dst = ipv4_destination(packet);
+    if ((dst >> 28) == 0xe) {
+      // IPv4 multicast (224.0.0.0/4): a copy for this host's attached QPs and one to every other
+      // host of the fabric, as a switch floods a group no snooping has pruned.
+      queue_roce_loopback(packet);
+      for (const HostAddress& h : registry_.hosts()) {
+        if (h.host == options_.names.host || h.ipv4_be == 0) continue;
+        if (udp_ != nullptr &&
+            udp_->send_to_member(fabric::Ipv4Endpoint{ntohl(h.ipv4_be), link_.roce_port}, packet).is_ok()) {
+          to_other_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          unroutable_.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      return;
+    }
     if (dst == link_.ipv4) {
       queue_roce_loopback(packet);
     } else if (udp_ == nullptr || !udp_->send(fabric::Ipv4Endpoint{dst, link_.roce_port}, packet).is_ok()) {
@@ -582,6 +597,14 @@ void SharedRuntime::Impl::route(std::span<const uint8_t> packet) {
     return;
   }
   const uint16_t dlid = lrh_dlid(packet);
+  if (dlid >= 0xc000 && dlid != 0xffff) {
+    // A multicast LID (IBA 4.1.3): this host and every other host of the fabric get a copy.
+    loopback_.send(packet);
+    for (const HostAddress& h : registry_.hosts()) {
+      if (h.lid != segment_->lid()) send_off_host(h.lid, packet);
+    }
+    return;
+  }
   if (dlid == segment_->lid()) {
     loopback_.send(packet);
   } else {

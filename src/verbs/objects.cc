@@ -324,6 +324,19 @@ int ibv_destroy_qp(ibv_qp* qp) {
   return driver::destroy_qp(qp);
 }
 
+// A UD QP takes the datagrams of the multicast group (gid, lid) (IBA 10.5; ibv_attach_mcast(3)):
+// 0 or a positive errno (EINVAL: not a UD QP, or not a multicast GID/LID; ENOMEM: the device's
+// groups or a group's QPs are all taken).
+int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (qp == nullptr || gid == nullptr) return EINVAL;
+  return driver::attach_mcast(qp, gid, lid, true);
+}
+
+int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (qp == nullptr || gid == nullptr) return EINVAL;
+  return driver::attach_mcast(qp, gid, lid, false);
+}
+
 // The ibv_qp_ex of a QP created through ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 // else NULL (as rdma-core; verbs-abi.md §2.3).
 ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {

@@ -28,16 +28,6 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* /*pd*/, uint64_t /*offset*/, size_t /*length*/
   return unsupported<ibv_mr*>();
 }
 
-// ---- multicast (max_mcast_grp is 0) -------------------------------------------------------------
-
-int ibv_attach_mcast(ibv_qp* /*qp*/, const ibv_gid* /*gid*/, uint16_t /*lid*/) {
-  return unsupported<int>();
-}
-
-int ibv_detach_mcast(ibv_qp* /*qp*/, const ibv_gid* /*gid*/, uint16_t /*lid*/) {
-  return unsupported<int>();
-}
-
 // ---- RoCE address resolution --------------------------------------------------------------------
 
 int ibv_resolve_eth_l2_from_gid(ibv_context* /*context*/, ibv_ah_attr* /*attr*/,

@@ -157,6 +157,8 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kUnbindService:
     case O::kTrackConnection:
     case O::kUntrackConnection:
+    case O::kAttachMcast:
+    case O::kDetachMcast:
       return 0;
   }
   return EOPNOTSUPP;
