@@ -297,6 +297,8 @@ int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_da
 
 int rdma_establish(rdma_cm_id* id) {
   return call(id, false, [&](Library& lib, IdPriv& p) {
+    // Only after a CONNECT_RESPONSE: an id with a QP was established by the library itself.
+    if (p.id.qp != nullptr) return EINVAL;
     cm::Connection* c = p.dev ? p.dev->table->find(cm::CommId(p.comm_id)) : nullptr;
     if (c == nullptr) return EINVAL;
     const cm::Actions a = c->establish(now());
