@@ -149,7 +149,11 @@ int bind_addr(Library& lib, IdPriv& id, const sockaddr* addr) {
   uint32_t ip = 0;
   uint16_t port = 0;
   if (id.state != IdState::kIdle) return EINVAL;
-  if (addr == nullptr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) return EAFNOSUPPORT;
+  // librdmacm refuses a family it has no length for itself (ucma_addrlen); AF_IB it knows, and
+  // softhca's rdma_cm does not take.
+  if (addr == nullptr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6 && addr->sa_family != AF_IB))
+    return EINVAL;
+  if (addr->sa_family == AF_IB) return EAFNOSUPPORT;
   if (!ipv4_of(addr, &ip, &port)) return EADDRNOTAVAIL;
   std::vector<Device*> on;
   if (is_any(ip)) {
