@@ -239,9 +239,8 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
       if (const int err = bind_addr(lib, p, reinterpret_cast<const sockaddr*>(&any))) return err;
     }
     if (p.state != IdState::kAddrBound) return EINVAL;
-    for (IdPriv* other : lib.listeners) {
-      if (other->service_id == p.service_id && other->state == IdState::kListen) return EADDRINUSE;
-    }
+    // The port checked again without REUSEADDR (the kernel's cma_bind_listen): no other owner.
+    if (const int err = port_conflict(lib, p, p.service_id, false)) return err;
     for (Device* d : p.bound_on) (void)d->table->listen(cm::ServiceId(p.service_id));
     p.backlog = backlog;
     p.state = IdState::kListen;

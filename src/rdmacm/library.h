@@ -249,6 +249,10 @@ int sync_wait(IdPriv& id);
 // Binding (addresses.cc): the id's service ID on the agents of `on` (port 0: one is picked).
 int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint16_t port);
 void unbind_service(IdPriv& id);
+// The kernel's cma_check_port: 0, or the errno of a conflict of `id` on service `sid` with another
+// owner of it — EADDRNOTAVAIL when either address is a wildcard, EADDRINUSE when both are the
+// same; owners that both set REUSEADDR share when `reuse`.
+int port_conflict(const Library& lib, const IdPriv& id, uint64_t sid, bool reuse);
 int bind_addr(Library& lib, IdPriv& id, const sockaddr* addr);
 
 // Sets errno and returns -1: the convention of every librdmacm call.
