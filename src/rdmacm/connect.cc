@@ -323,12 +323,17 @@ int rdma_disconnect(rdma_cm_id* id) {
     if (!p.connected_once && p.comm_id == 0) return EINVAL;
     qp_to_error(p);
     cm::Connection* c = p.dev ? p.dev->table->find(cm::CommId(p.comm_id)) : nullptr;
-    if (c == nullptr || p.disconnected) return 0;  // the peer disconnected first: nothing to send
-    const cm::Actions a = c->disconnect(now());
-    if (!a.status.is_ok()) return 0;
-    lib.run(*p.dev, a);
-    lib.kick();
-    waits = p.channel->sync;
+    if (c != nullptr && !p.disconnected) {  // else the peer disconnected first: nothing to send
+      const cm::Actions a = c->disconnect(now());
+      if (a.status.is_ok()) {
+        lib.run(*p.dev, a);
+        lib.kick();
+        waits = p.channel->sync;  // for the DISCONNECTED the DREP brings
+      }
+    }
+    // A synchronous id returns with the DISCONNECTED of the peer's DREQ too, when it is still
+    // queued (librdmacm's ucma_complete after the DISCONNECT command).
+    if (p.channel->sync && p.channel->has_event_of(&p.id)) waits = true;
     return 0;
   });
   if (rc != 0 || !waits) return rc;
