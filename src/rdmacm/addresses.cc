@@ -115,13 +115,23 @@ int find_peer(Library& lib, Device& from, uint32_t ip, Device** local, uint16_t*
 
 }  // namespace
 
+int port_conflict(const Library& lib, const IdPriv& id, uint64_t sid, bool reuse) {
+  for (const IdPriv* other : lib.ids) {
+    if (other == &id || other->bound_on.empty() || other->service_id != sid) continue;
+    if (reuse && id.reuse_addr && other->reuse_addr) continue;
+    if (other->dev == nullptr || id.dev == nullptr) return EADDRNOTAVAIL;
+    const auto& a = reinterpret_cast<const sockaddr_in&>(id.id.route.addr.src_storage);
+    const auto& b = reinterpret_cast<const sockaddr_in&>(other->id.route.addr.src_storage);
+    if (a.sin_addr.s_addr == b.sin_addr.s_addr) return EADDRINUSE;
+  }
+  return 0;
+}
+
 // Binds the id's service ID (port space << 16 | port; 0 picks one) on the agents of `on`.
 int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint16_t port) {
   uint64_t sid = uint64_t{port_space_of(id)} << 16 | port;
-  for (IdPriv* other : lib.ids) {
-    if (other == &id || other->bound_on.empty() || port == 0 || other->service_id != sid) continue;
-    if (id.reuse_addr && other->reuse_addr && other->state != IdState::kListen) continue;
-    return other->dev == nullptr || id.dev == nullptr ? EADDRNOTAVAIL : EADDRINUSE;
+  if (port != 0) {
+    if (const int err = port_conflict(lib, id, sid, true)) return err;
   }
   std::vector<Device*> done;
   for (Device* d : on) {
@@ -153,7 +163,11 @@ int bind_addr(Library& lib, IdPriv& id, const sockaddr* addr) {
   uint32_t ip = 0;
   uint16_t port = 0;
   if (id.state != IdState::kIdle) return EINVAL;
-  if (addr == nullptr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) return EAFNOSUPPORT;
+  // librdmacm refuses a family it has no length for itself (ucma_addrlen); AF_IB it knows, and
+  // softhca's rdma_cm does not take.
+  if (addr == nullptr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6 && addr->sa_family != AF_IB))
+    return EINVAL;
+  if (addr->sa_family == AF_IB) return EAFNOSUPPORT;
   if (!ipv4_of(addr, &ip, &port)) return EADDRNOTAVAIL;
   std::vector<Device*> on;
   if (is_any(ip)) {

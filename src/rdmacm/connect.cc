@@ -241,9 +241,8 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
       if (const int err = bind_addr(lib, p, reinterpret_cast<const sockaddr*>(&any))) return err;
     }
     if (p.state != IdState::kAddrBound) return EINVAL;
-    for (IdPriv* other : lib.listeners) {
-      if (other->service_id == p.service_id && other->state == IdState::kListen) return EADDRINUSE;
-    }
+    // The port checked again without REUSEADDR (the kernel's cma_bind_listen): no other owner.
+    if (const int err = port_conflict(lib, p, p.service_id, false)) return err;
     for (Device* d : p.bound_on) (void)d->table->listen(cm::ServiceId(p.service_id));
     p.backlog = backlog;
     p.state = IdState::kListen;
@@ -299,6 +298,8 @@ int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_da
 
 int rdma_establish(rdma_cm_id* id) {
   return call(id, false, [&](Library& lib, IdPriv& p) {
+    // Only after a CONNECT_RESPONSE: an id with a QP was established by the library itself.
+    if (p.id.qp != nullptr) return EINVAL;
     cm::Connection* c = p.dev ? p.dev->table->find(cm::CommId(p.comm_id)) : nullptr;
     if (c == nullptr) return EINVAL;
     const cm::Actions a = c->establish(now());
@@ -325,12 +326,17 @@ int rdma_disconnect(rdma_cm_id* id) {
     qp_to_error(p);
     cm::Connection* c = p.dev ? p.dev->table->find(cm::CommId(p.comm_id)) : nullptr;
     untrack(p);
-    if (c == nullptr || p.disconnected) return 0;  // the peer disconnected first: nothing to send
-    const cm::Actions a = c->disconnect(now());
-    if (!a.status.is_ok()) return 0;
-    lib.run(*p.dev, a);
-    lib.kick();
-    waits = p.channel->sync;
+    if (c != nullptr && !p.disconnected) {  // else the peer disconnected first: nothing to send
+      const cm::Actions a = c->disconnect(now());
+      if (a.status.is_ok()) {
+        lib.run(*p.dev, a);
+        lib.kick();
+        waits = p.channel->sync;  // for the DISCONNECTED the DREP brings
+      }
+    }
+    // A synchronous id returns with the DISCONNECTED of the peer's DREQ too, when it is still
+    // queued (librdmacm's ucma_complete after the DISCONNECT command).
+    if (p.channel->sync && p.channel->has_event_of(&p.id)) waits = true;
     return 0;
   });
   if (rc != 0 || !waits) return rc;

@@ -190,9 +190,9 @@ void Library::on_cm_event(Device& dev, const cm::Event& e, const PeerAddress* se
     case T::kEstablished:
       id->connected_once = true;
       track(*id);
-      if (id->listener == nullptr && id->id.qp == nullptr) {
-        // rdma_establish after CONNECT_RESPONSE: the application took it from there, no event.
-      } else if (id->listener == nullptr && id->rep) {
+      // The RTU of rdma_establish: the application had CONNECT_RESPONSE and gets nothing more.
+      if (id->listener == nullptr && id->id.qp == nullptr) return;
+      if (id->listener == nullptr && id->rep) {
         const rdma_conn_param c = conn_of_rep(*id->rep);
         report(id, RDMA_CM_EVENT_ESTABLISHED, 0, &c, nullptr, id->rep->private_data.bytes.data(), cm::kRepUserBytes);
       } else {

@@ -34,6 +34,29 @@ void drop_connection(Library& lib, IdPriv& id) {
   id.comm_id = 0;
 }
 
+// Drops the events of `id` that nobody has read, as the kernel's ucma does when an id is destroyed:
+// its own, and for a listener the CONNECT_REQUESTs of its new ids, which go with them (the REQ is
+// refused, as when such a new id is destroyed). The lock is held.
+void drop_unread_events(Library& lib, IdPriv& id) {
+  std::vector<IdPriv*> unseen;  // new ids of CONNECT_REQUESTs the application never saw
+  for (rdma_cm_event* ev : id.channel->take_events([&](const rdma_cm_event* e) {
+         return e->id == &id.id || reinterpret_cast<const EventPriv*>(e)->accounted == &id;
+       })) {
+    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->id != &id.id) unseen.push_back(priv(ev->id));
+    delete reinterpret_cast<EventPriv*>(ev);
+  }
+  for (IdPriv* n : unseen) {
+    drop_connection(lib, *n);
+    for (rdma_cm_event* ev : n->channel->take_events([n](const rdma_cm_event* e) { return e->id == &n->id; })) {
+      delete reinterpret_cast<EventPriv*>(ev);
+    }
+    lib.ids.erase(n);
+    if (n->channel->sync) delete_channel(n->channel);
+    std::free(n->id.route.path_rec);
+    delete n;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -85,7 +108,8 @@ int rdma_destroy_id(rdma_cm_id* id) {
   }
   unbind_service(*p);
   p->state = IdState::kDestroying;
-  // Every event reported for the id must have been acknowledged (rdmacm.md §3.3).
+  drop_unread_events(*lib, *p);
+  // Every event handed out for the id must have been acknowledged (rdmacm.md §3.3).
   lib->acked.wait(g, [&] { return p->events_acked >= p->events_reported; });
   lib->ids.erase(p);
   g.unlock();

@@ -83,6 +83,11 @@ class Channel {
   int pop(rdma_cm_event** out);
   // Moves the queued events of `id` to `to` (rdma_migrate_id).
   void move_events_of(rdma_cm_id* id, Channel& to);
+  // Takes out the queued events `pred` selects (rdma_destroy_id drops them); the caller owns them.
+  template <class Pred>
+  std::vector<rdma_cm_event*> take_events(Pred&& pred);
+  // True when an event of `id` is queued, not read yet.
+  bool has_event_of(const rdma_cm_id* id);
 
  private:
   std::mutex m_;
@@ -141,7 +146,10 @@ struct IdPriv {
   uint32_t qkey = RDMA_UDP_QKEY;
   uint32_t sidr_request_id = 0;
   uint64_t sidr_sender_key = 0;  // passive: who sent the SIDR_REQ (ConnectionTable::sidr_reply)
-  // Events reported and acknowledged (rdma_destroy_id waits for the difference to be 0).
+  // Events read by the application (rdma_get_cm_event) and acknowledged: rdma_destroy_id and
+  // rdma_migrate_id wait for the difference to be 0. Events still queued are not counted: the
+  // kernel's ucma counts an event when GET_EVENT hands it out, and drops the queued ones of a
+  // destroyed id (rdmacm.md §3.3).
   uint32_t events_reported = 0;
   uint32_t events_acked = 0;
   // rdma_create_ep: the QP attributes a listener gives the ids of rdma_get_request.
@@ -161,6 +169,29 @@ struct IdPriv {
 };
 
 inline IdPriv* priv(rdma_cm_id* id) { return reinterpret_cast<IdPriv*>(id); }
+
+template <class Pred>
+std::vector<rdma_cm_event*> Channel::take_events(Pred&& pred) {
+  std::vector<rdma_cm_event*> taken;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    for (auto it = q_.begin(); it != q_.end();) {
+      if (pred(*it)) {
+        taken.push_back(*it);
+        it = q_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // One byte per event left the queue. A reader that took a byte already and waits for the lock
+  // finds the queue shorter; rdma_get_cm_event then reads again.
+  for (size_t i = 0; i < taken.size(); ++i) {
+    char b;
+    (void)::recv(ch.fd, &b, 1, MSG_DONTWAIT);
+  }
+  return taken;
+}
 
 // An event as the library allocates it: the event, then the private data it points into.
 struct EventPriv {
@@ -235,6 +266,10 @@ int sync_wait(IdPriv& id);
 // Binding (addresses.cc): the id's service ID on the agents of `on` (port 0: one is picked).
 int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint16_t port);
 void unbind_service(IdPriv& id);
+// The kernel's cma_check_port: 0, or the errno of a conflict of `id` on service `sid` with another
+// owner of it — EADDRNOTAVAIL when either address is a wildcard, EADDRINUSE when both are the
+// same; owners that both set REUSEADDR share when `reuse`.
+int port_conflict(const Library& lib, const IdPriv& id, uint64_t sid, bool reuse);
 int bind_addr(Library& lib, IdPriv& id, const sockaddr* addr);
 // Multicast (multicast.cc): the group's MGID and MLID for an IPv4 group address (host order), on
 // this device's link; detaching every group an id joined (rdma_destroy_id).
