@@ -145,11 +145,6 @@ class RdmaCmTest : public ::testing::Test {
     }
     for (auto it = ids_.rbegin(); it != ids_.rend(); ++it) destroy(*it);
     ids_.clear();
-    // The device gives a freed QPN to the next QP at once, and this process's CM keeps each ended
-    // connection's (remote QPN, CA GUID) through timewait, ms(PLT + 1) = 512 ms (docs/cm.md): a
-    // REQ from the next test's QP of the same number would be refused as stale (REJ 10, IBA
-    // 12.9.8.3). Tests that made QPs let the timewait pass. Not a timing assertion: a wait only.
-    if (made_qp_) std::this_thread::sleep_for(std::chrono::milliseconds(kTimewaitMs));
     for (ibv_mr* mr : mrs_) ibv_dereg_mr(mr);
     if (active_ch_ != nullptr) rdma_destroy_event_channel(active_ch_);
     if (passive_ch_ != nullptr) rdma_destroy_event_channel(passive_ch_);
@@ -198,7 +193,6 @@ class RdmaCmTest : public ::testing::Test {
 
   // A QP on `id` from rdma_create_qp with the library's CQs.
   void create_qp(rdma_cm_id* id, ibv_qp_type type = IBV_QPT_RC) {
-    made_qp_ = true;
     ibv_qp_init_attr a = qp_init_attr(type);
     ASSERT_EQ(rdma_create_qp(id, nullptr, &a), 0) << strerror(errno);
     ASSERT_NE(id->qp, nullptr);
@@ -316,12 +310,8 @@ class RdmaCmTest : public ::testing::Test {
     EXPECT_EQ(target, out);
   }
 
-  // Longer than the CM's timewait (512 ms) and a DREQ/DREP exchange [ms].
-  static constexpr int kTimewaitMs = 1200;
-
   rdma_event_channel* active_ch_ = nullptr;
   rdma_event_channel* passive_ch_ = nullptr;
-  bool made_qp_ = false;
   std::vector<rdma_cm_id*> ids_;
   std::vector<ibv_mr*> mrs_;
 };

@@ -28,7 +28,6 @@ ibv_qp_init_attr ep_attr() {
 }
 
 TEST_F(SyncIds, RdmaServerAndRdmaClientConnectSendAndDisconnect) {
-  made_qp_ = true;  // rdma_create_ep makes them
   // The server's listener first, on an ephemeral port, so that the client knows where to go.
   rdma_addrinfo hints{};
   hints.ai_flags = RAI_PASSIVE;
