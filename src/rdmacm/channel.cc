@@ -144,6 +144,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     std::lock_guard<std::mutex> g(lib->mutex);
     if (c->pop(event) == 0) {
       ++reinterpret_cast<EventPriv*>(*event)->accounted->events_reported;
+      lib->handed_out.insert(*event);
       return 0;
     }
     // The event of the byte was dropped meanwhile (its id destroyed, or migrated): read on.
@@ -154,8 +155,12 @@ int rdma_ack_cm_event(rdma_cm_event* event) {
   if (event == nullptr) return fail(EINVAL);
   auto* e = reinterpret_cast<EventPriv*>(event);
   Library* lib = Library::get();
-  if (lib != nullptr) {
+  if (lib == nullptr) return -1;
+  {
+    // An event acknowledged twice, or never handed out, is refused rather than freed again (the
+    // real library would free it twice).
     std::lock_guard<std::mutex> g(lib->mutex);
+    if (lib->handed_out.erase(event) == 0) return fail(EINVAL);
     ++e->accounted->events_acked;
     lib->acked.notify_all();
   }

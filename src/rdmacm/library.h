@@ -231,6 +231,7 @@ class Library {
   // sent one handles the answers at once instead of waking the CM thread for each (agent.cc).
   void pump();
   std::set<IdPriv*> ids;  // every live id
+  std::set<rdma_cm_event*> handed_out;  // events rdma_get_cm_event gave and nobody acknowledged yet
   // The ids, for the CM thread to find the one a connection belongs to, and where each
   // connection's peer is (kept after its id is destroyed: a DREQ is still retransmitted there).
   std::map<uint32_t, IdPriv*> by_comm_id;

@@ -113,6 +113,21 @@ TEST_F(Channels, NullArgumentsAreEinval) {
   EXPECT_EQ(errno, EINVAL);
 }
 
+TEST_F(Channels, AnEventAcknowledgedTwiceIsEinvalTheSecondTime) {
+  rdma_cm_id* id = create_id(active_ch_);
+  queue_addr_resolved(id);
+  rdma_cm_event* ev = nullptr;
+  ASSERT_EQ(rdma_get_cm_event(active_ch_, &ev), 0);
+  ASSERT_EQ(rdma_ack_cm_event(ev), 0);
+  errno = 0;
+  EXPECT_EQ(rdma_ack_cm_event(ev), -1) << "refused, not freed again (ASan would see a double free)";
+  EXPECT_EQ(errno, EINVAL);
+  rdma_cm_event never_handed_out{};
+  errno = 0;
+  EXPECT_EQ(rdma_ack_cm_event(&never_handed_out), -1);
+  EXPECT_EQ(errno, EINVAL);
+}
+
 TEST_F(Channels, EventStrNamesEveryTypeAndUnknownOnes) {
   const char* names[] = {"RDMA_CM_EVENT_ADDR_RESOLVED",    "RDMA_CM_EVENT_ADDR_ERROR",
                          "RDMA_CM_EVENT_ROUTE_RESOLVED",   "RDMA_CM_EVENT_ROUTE_ERROR",
