@@ -72,22 +72,13 @@ int Channel::pop(rdma_cm_event** out) {
 }
 
 void Channel::move_events_of(rdma_cm_id* id, Channel& to) {
-  std::deque<rdma_cm_event*> moved;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    for (auto it = q_.begin(); it != q_.end();) {
-      if ((*it)->id == id) {
-        moved.push_back(*it);
-        it = q_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (rdma_cm_event* ev : moved) {
+  for (rdma_cm_event* ev : take_if([id](rdma_cm_event* e) { return e->id == id; })) to.push(ev);
+}
+
+void Channel::drain(size_t n) {
+  for (; n != 0; --n) {
     char b;
-    (void)::recv(ch.fd, &b, 1, MSG_DONTWAIT);
-    to.push(ev);
+    if (::recv(ch.fd, &b, 1, MSG_DONTWAIT) != 1) break;
   }
 }
 
@@ -114,7 +105,6 @@ void Library::report(IdPriv* id, rdma_cm_event_type type, int status, const rdma
       e->ev.param.ud.private_data_len = static_cast<uint8_t>(n);
     }
   }
-  ++e->accounted->events_reported;
   Channel* c = (listen_id != nullptr ? listen_id : id)->channel;
   c->push(&e->ev);
 }
@@ -138,14 +128,26 @@ void rdma_destroy_event_channel(rdma_event_channel* channel) {
 
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (channel == nullptr || event == nullptr) return fail(EINVAL);
+  Library* lib = Library::get();
+  if (lib == nullptr) return -1;
   Channel* c = to_channel(channel);
-  char b;
-  c->readers.fetch_add(1);
-  const ssize_t n = ::read(c->ch.fd, &b, 1);
-  c->readers.fetch_sub(1);
-  if (n < 0) return -1;            // EAGAIN (O_NONBLOCK, nothing queued), EINTR, ...
-  if (n == 0) return fail(ENODEV);  // the writer is gone: the channel is being destroyed
-  return c->pop(event);
+  while (true) {
+    char b;
+    c->readers.fetch_add(1);
+    const ssize_t n = ::read(c->ch.fd, &b, 1);
+    c->readers.fetch_sub(1);
+    if (n < 0) return -1;            // EAGAIN (O_NONBLOCK, nothing queued), EINTR, ...
+    if (n == 0) return fail(ENODEV);  // the writer is gone: the channel is being destroyed
+    // Taken and counted under the library lock: rdma_destroy_id, which drops an id's queued
+    // events, then sees every event handed out for the id.
+    std::lock_guard<std::mutex> g(lib->mutex);
+    if (c->pop(event) == 0) {
+      ++reinterpret_cast<EventPriv*>(*event)->accounted->events_reported;
+      return 0;
+    }
+    // The byte was that of an event rdma_destroy_id took off the queue meanwhile: wait for the
+    // next one (or EAGAIN on a non-blocking fd).
+  }
 }
 
 int rdma_ack_cm_event(rdma_cm_event* event) {

@@ -34,6 +34,30 @@ void drop_connection(Library& lib, IdPriv& id) {
   id.comm_id = 0;
 }
 
+// Drops the events of `id` still queued on its channel, as the kernel's ucma_destroy_id does: they
+// were never handed out, so nobody acknowledges them. A listener's unread CONNECT_REQUESTs go with
+// their new ids, whose requests are rejected (the kernel destroys those ids).
+void drop_queued_events(Library& lib, IdPriv& id) {
+  for (rdma_cm_event* ev : id.channel->take_if([&](rdma_cm_event* e) {
+         return reinterpret_cast<EventPriv*>(e)->accounted == &id;
+       })) {
+    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->id != &id.id) {
+      IdPriv* child = priv(ev->id);
+      for (rdma_cm_event* own : child->channel->take_if([&](rdma_cm_event* e) {
+             return reinterpret_cast<EventPriv*>(e)->accounted == child;
+           })) {
+        delete reinterpret_cast<EventPriv*>(own);
+      }
+      drop_connection(lib, *child);
+      lib.ids.erase(child);
+      if (child->channel->sync) delete_channel(child->channel);
+      std::free(child->id.route.path_rec);
+      delete child;
+    }
+    delete reinterpret_cast<EventPriv*>(ev);
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -84,7 +108,8 @@ int rdma_destroy_id(rdma_cm_id* id) {
   }
   unbind_service(*p);
   p->state = IdState::kDestroying;
-  // Every event reported for the id must have been acknowledged (rdmacm.md §3.3).
+  drop_queued_events(*lib, *p);
+  // Every event handed out for the id must have been acknowledged (rdmacm.md §3.3).
   lib->acked.wait(g, [&] { return p->events_acked >= p->events_reported; });
   lib->ids.erase(p);
   g.unlock();

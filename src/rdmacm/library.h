@@ -83,8 +83,32 @@ class Channel {
   int pop(rdma_cm_event** out);
   // Moves the queued events of `id` to `to` (rdma_migrate_id).
   void move_events_of(rdma_cm_id* id, Channel& to);
+  // Takes the queued events `pred` selects off the channel, in order (rdma_destroy_id: the events
+  // of an id nobody read go with it, as the kernel's ucma_destroy_id drops them).
+  template <class Pred>
+  std::deque<rdma_cm_event*> take_if(Pred pred) {
+    std::deque<rdma_cm_event*> taken;
+    {
+      std::lock_guard<std::mutex> g(m_);
+      for (auto it = q_.begin(); it != q_.end();) {
+        if (pred(*it)) {
+          taken.push_back(*it);
+          it = q_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    drain(taken.size());
+    return taken;
+  }
 
  private:
+  // Reads up to n of the fd's bytes without waiting: those of events taken off the queue. A reader
+  // that got the byte of a taken event first finds the queue short and reads again
+  // (rdma_get_cm_event), so bytes and events stay equal in number.
+  void drain(size_t n);
+
   std::mutex m_;
   std::deque<rdma_cm_event*> q_;
 };
@@ -140,7 +164,9 @@ struct IdPriv {
   uint32_t qkey = RDMA_UDP_QKEY;
   uint32_t sidr_request_id = 0;
   uint64_t sidr_sender_key = 0;  // passive: who sent the SIDR_REQ (ConnectionTable::sidr_reply)
-  // Events reported and acknowledged (rdma_destroy_id waits for the difference to be 0).
+  // Events handed to the application by rdma_get_cm_event and acknowledged (rdma_destroy_id waits
+  // for the difference to be 0; events still queued do not count, as in the kernel's
+  // ucma_get_event, and rdma_destroy_id drops them).
   uint32_t events_reported = 0;
   uint32_t events_acked = 0;
   // rdma_create_ep: the QP attributes a listener gives the ids of rdma_get_request.
