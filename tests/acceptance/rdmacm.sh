@@ -2,7 +2,7 @@
 # An unmodified Debian program that uses rdma_cm (rdmacm-utils, perftest -R, qperf -cm1) between
 # two processes on one host, through `softhca run`, on softhca's librdmacm.so.1 and libibverbs.so.1
 # (docs/rdma-cm-programs.md; call sequences and success lines: rdmacm.md §5):
-#   rdmacm.sh SOFTHCA_BIN LIB_DIR [--link roce] CASE [ARGS...]
+#   rdmacm.sh SOFTHCA_BIN LIB_DIR [--link roce] [--listening SHIM] CASE [ARGS...]
 # CASE (the server is started first, the client against 127.0.0.1):
 #   rping                  rping -s -a 0.0.0.0 -p P / rping -c -a 127.0.0.1 -p P -C 100 -V -v:
 #                          every "ping data: rdma-ping-N" line, N = 0..99, both exit 0
@@ -18,23 +18,29 @@
 # Every case checks that both processes loaded LIB_DIR's librdmacm.so.1 and libibverbs.so.1 (from
 # the loader's own record, LD_DEBUG=libs) and no other, and that the host's shared state is gone
 # afterwards. Each run has its own fabric (SOFTHCA_FABRIC, with this shell's pid) and its own port.
-# rdma_cm servers bind no socket, so the client is retried (0.1 s apart, 20 s at most) while it
-# fails as a client does when nobody listens yet (REJ 8 from the device) and the server still runs.
+# rdma_cm servers bind no socket to wait for: with --listening SHIM (the rdmacm_listening library,
+# preloaded into the server only) the client starts once the server's rdma_listen has returned;
+# without it the client is retried (0.1 s apart, 20 s at most) while it fails as a client does when
+# nobody listens yet (REJ 8) and the server still runs — which a client of several connections
+# (ucmatose -c 8) can survive only if none of them reached the server.
 # Exits 77 (skipped) when the program is not installed.
 set -uo pipefail
 here=$(dirname "$0")
 source "$here/pingpong_lib.sh"
 source "$here/perftest_lib.sh"
 
-usage="usage: $0 SOFTHCA_BIN LIB_DIR [--link roce] CASE [ARGS...]"
+usage="usage: $0 SOFTHCA_BIN LIB_DIR [--link roce] [--listening SHIM] CASE [ARGS...]"
 softhca=${1:?$usage}
 lib_dir=${2:?$usage}
 shift 2
-link=()
-if [[ ${1:-} == --link ]]; then
-  link=(--link "$2")
-  shift 2
-fi
+link=() shim=""
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --link) link=(--link "$2"); shift 2 ;;
+    --listening) shim=$2; shift 2 ;;
+    *) echo "$usage"; exit 2 ;;
+  esac
+done
 case_name=${1:?$usage}
 case_args="$*"
 shift
@@ -84,19 +90,46 @@ run_side() {
 }
 
 # start_server COMMAND...: runs the server in the background; $server is its `timeout`, which
-# passes a SIGTERM on to the program.
+# passes a SIGTERM on to the program. With a shim, the server's rdma_listen appends a line to
+# $out/listening (after the sanitizer runtime, which must come first, if there is one).
 start_server() {
   side_command server "$@"
+  if [[ -n $shim ]]; then
+    local preload=$shim e
+    for e in "${run_env[@]}"; do [[ $e == LD_PRELOAD=* ]] && preload="${e#LD_PRELOAD=}:$shim"; done
+    local at=$((3 + ${#run_env[@]}))  # after `timeout SECONDS env RUN_ENV...`: these win
+    cmd=("${cmd[@]:0:at}" SOFTHCA_TEST_LISTENING="$out/listening" LD_PRELOAD="$preload" "${cmd[@]:at}")
+  fi
   "${cmd[@]}" >"$out/server" 2>&1 &
   server=$!
   pids_to_kill+=("$server")
 }
 
-# run_client NOT_LISTENING COMMAND...: runs the client (exit code in $client_rc), again while it
-# fails with output matching the regex NOT_LISTENING and the server still runs (20 s at most).
+# wait_listening_cm: with a shim, waits (20 s at most) until the server's rdma_listen returned.
+wait_listening_cm() {
+  [[ -n $shim ]] || return 0
+  local deadline=$((SECONDS + 20))
+  while [[ ! -s $out/listening ]]; do
+    if ! kill -0 "$server" 2>/dev/null || ((SECONDS >= deadline)); then
+      failed "the server never listened (rdma_listen)"
+      return 1
+    fi
+    sleep 0.02
+  done
+}
+
+# run_client NOT_LISTENING COMMAND...: runs the client (exit code in $client_rc); without a shim,
+# again while it fails with output matching the regex NOT_LISTENING and the server still runs (20 s
+# at most). An empty NOT_LISTENING runs it once; "always:REGEX" retries on REGEX even with a shim.
 run_client() {
   local not_listening=$1 deadline=$((SECONDS + 20)) attempts=0
   shift
+  if [[ $not_listening == always:* ]]; then
+    not_listening=${not_listening#always:}
+  elif [[ -n $shim ]]; then
+    wait_listening_cm || return 0
+    not_listening=""
+  fi
   while true; do
     attempts=$((attempts + 1))
     run_side client "$@"
@@ -252,14 +285,30 @@ case $case_name in
     # (docs/live-mode.md, "fork").
     test_name=${1:?qperf TEST}
     need /usr/bin/qperf
-    start_server qperf -lp "$port"
-    if ! wait_listening "$port" 20 "$server"; then
-      cat "$out/server"
-      failed "the qperf server never listened on TCP port $port"
-      exit 1
-    fi
-    run_client '' qperf -lp "$port" -cm1 -t 1 127.0.0.1 "$test_name"
-    # The server runs until stopped: SIGTERM through its `timeout`, which passes it on.
+    # Its control port is a real TCP port: another one when that is taken (by any program).
+    for try in 1 2 3 4 5; do
+      start_server qperf -lp "$port"
+      wait_listening "$port" 20 "$server" && break
+      wait "$server"
+      if ((try == 5)) || ! grep -q 'unable to bind to listen port' "$out/server"; then
+        cat "$out/server"
+        failed "the qperf server never listened on TCP port $port"
+        exit 1
+      fi
+      port=$(pick_port)
+    done
+    # qperf's server binds its rdma_cm id, sends the port to the client over TCP, and only then
+    # calls rdma_listen: a client quicker than that gets REJ 8 (no listener), as it would from a
+    # kernel's ib_cm. That race is qperf's: the client runs again, as for the other programs.
+    run_client 'always:unexpected event from RDMA CM: Event rejected' \
+      qperf -lp "$port" -cm1 -t 1 127.0.0.1 "$test_name"
+    # The server runs until stopped: SIGTERM through its `timeout`, which passes it on — once the
+    # child that served the test has finished (10 s at most): a child killed while it detaches
+    # would leave the host segment behind (the last process to leave unlinks it).
+    deadline=$((SECONDS + 10))
+    for main in $(pgrep -P "$server"); do
+      while pgrep -P "$main" >/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+    done
     kill -TERM "$server" 2>/dev/null
     wait_server
     show client
