@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# An unmodified Debian program that uses rdma_cm (rdmacm-utils, perftest -R, qperf -cm1) between
+# two processes on one host, through `softhca run`, on softhca's librdmacm.so.1 and libibverbs.so.1
+# (docs/rdma-cm-programs.md; call sequences and success lines: rdmacm.md §5):
+#   rdmacm.sh SOFTHCA_BIN LIB_DIR [--link roce] [--listening SHIM] CASE [ARGS...]
+# CASE (the server is started first, the client against 127.0.0.1):
+#   rping                  rping -s -a 0.0.0.0 -p P / rping -c -a 127.0.0.1 -p P -C 100 -V -v:
+#                          every "ping data: rdma-ping-N" line, N = 0..99, both exit 0
+#   rping_rejected         rping -c -a 127.0.0.1 -p P -C 1 with nobody listening on P: exits
+#                          non-zero with "RDMA_CM_EVENT_REJECTED, error 8" (the device answers REJ 8)
+#   ucmatose               ucmatose -c 8 -p P / ucmatose -s 127.0.0.1 -c 8 -p P: the success lines
+#   udaddy                 udaddy / udaddy -s 127.0.0.1 (UD, SIDR): the success lines
+#   rdma_server            rdma_server -p P / rdma_client -s 127.0.0.1 -p P: "...: end 0"
+#   perftest PROGRAM ARGS  PROGRAM -R -p P ARGS / PROGRAM -R -p P ARGS 127.0.0.1: the header says
+#                          " Data ex. method : rdma_cm" and the result table is there
+#   qperf TEST             qperf -lp P / qperf -lp P -cm1 -t 1 127.0.0.1 TEST (rc_lat: a
+#                          "latency  =" line, rc_bw: a "bw  =" line); the server is then stopped
+# Every case checks that both processes loaded LIB_DIR's librdmacm.so.1 and libibverbs.so.1 (from
+# the loader's own record, LD_DEBUG=libs) and no other, and that the host's shared state is gone
+# afterwards. Each run has its own fabric (SOFTHCA_FABRIC, with this shell's pid) and its own port.
+# rdma_cm servers bind no socket to wait for: with --listening SHIM (the rdmacm_listening library,
+# preloaded into the server only) the client starts once the server's rdma_listen has returned;
+# without it the client is retried (0.1 s apart, 20 s at most) while it fails as a client does when
+# nobody listens yet (REJ 8) and the server still runs — which a client of several connections
+# (ucmatose -c 8) can survive only if none of them reached the server.
+# Exits 77 (skipped) when the program is not installed.
+set -uo pipefail
+here=$(dirname "$0")
+source "$here/pingpong_lib.sh"
+source "$here/perftest_lib.sh"
+
+usage="usage: $0 SOFTHCA_BIN LIB_DIR [--link roce] [--listening SHIM] CASE [ARGS...]"
+softhca=${1:?$usage}
+lib_dir=${2:?$usage}
+shift 2
+link=() shim=""
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --link) link=(--link "$2"); shift 2 ;;
+    --listening) shim=$2; shift 2 ;;
+    *) echo "$usage"; exit 2 ;;
+  esac
+done
+case_name=${1:?$usage}
+case_args="$*"
+shift
+preload_sanitizer_runtime "$lib_dir"
+
+readonly run_timeout=60
+fabric="${SOFTHCA_FABRIC:-ctest-rdmacm}-$$"
+port=$(pick_port)
+out=$(mktemp -d)
+# On the way out: the server (if still running) is asked to stop first, so that its program exits
+# and takes its shared state with it; then whatever is left is killed.
+cleanup() {
+  [[ $BASHPID == "$$" ]] || return 0
+  [[ -n ${server:-} ]] && kill -TERM "$server" 2>/dev/null && sleep 0.2
+  kill_started
+  rm -rf "$out"
+}
+trap cleanup EXIT
+
+need() {
+  local p
+  for p in "$@"; do
+    [[ -x $p ]] || { echo "SKIP: $p is not installed"; exit 77; }
+  done
+}
+
+rc=0
+failed() {
+  echo "FAIL: $*"
+  rc=1
+}
+
+# side_command SIDE COMMAND...: sets `cmd` to COMMAND on this host through `softhca run` under
+# `timeout`, the loader's record of the libraries it loads going to $out/ld.SIDE.<pid>.
+side_command() {
+  local side=$1
+  shift
+  cmd=(timeout "$run_timeout" env "${run_env[@]}" LD_DEBUG=libs LD_DEBUG_OUTPUT="$out/ld.$side"
+       "$softhca" run --lib-dir "$lib_dir" --fabric "$fabric" "${link[@]}" -- "$@")
+}
+
+# run_side SIDE COMMAND...: runs it, output to $out/SIDE.
+run_side() {
+  local side=$1
+  side_command "$@"
+  "${cmd[@]}" >"$out/$side" 2>&1
+}
+
+# start_server COMMAND...: runs the server in the background; $server is its `timeout`, which
+# passes a SIGTERM on to the program. With a shim, the server's rdma_listen appends a line to
+# $out/listening (after the sanitizer runtime, which must come first, if there is one).
+start_server() {
+  side_command server "$@"
+  if [[ -n $shim ]]; then
+    local preload=$shim e
+    for e in "${run_env[@]}"; do [[ $e == LD_PRELOAD=* ]] && preload="${e#LD_PRELOAD=}:$shim"; done
+    local at=$((3 + ${#run_env[@]}))  # after `timeout SECONDS env RUN_ENV...`: these win
+    cmd=("${cmd[@]:0:at}" SOFTHCA_TEST_LISTENING="$out/listening" LD_PRELOAD="$preload" "${cmd[@]:at}")
+  fi
+  "${cmd[@]}" >"$out/server" 2>&1 &
+  server=$!
+  pids_to_kill+=("$server")
+}
+
+# wait_listening_cm: with a shim, waits (20 s at most) until the server's rdma_listen returned.
+wait_listening_cm() {
+  [[ -n $shim ]] || return 0
+  local deadline=$((SECONDS + 20))
+  while [[ ! -s $out/listening ]]; do
+    if ! kill -0 "$server" 2>/dev/null || ((SECONDS >= deadline)); then
+      failed "the server never listened (rdma_listen)"
+      return 1
+    fi
+    sleep 0.02
+  done
+}
+
+# run_client NOT_LISTENING COMMAND...: runs the client (exit code in $client_rc); without a shim,
+# again while it fails with output matching the regex NOT_LISTENING and the server still runs (20 s
+# at most). An empty NOT_LISTENING runs it once; "always:REGEX" retries on REGEX even with a shim.
+run_client() {
+  local not_listening=$1 deadline=$((SECONDS + 20)) attempts=0
+  shift
+  if [[ $not_listening == always:* ]]; then
+    not_listening=${not_listening#always:}
+  elif [[ -n $shim ]]; then
+    wait_listening_cm || return 0
+    not_listening=""
+  fi
+  while true; do
+    attempts=$((attempts + 1))
+    run_side client "$@"
+    client_rc=$?
+    if [[ $client_rc -ne 0 && -n $not_listening ]] && grep -Eq -- "$not_listening" "$out/client" &&
+        kill -0 "$server" 2>/dev/null && ((SECONDS < deadline)); then
+      sleep 0.1
+      continue
+    fi
+    break
+  done
+  ((attempts > 1)) && echo "(the client ran $attempts times: the server was not listening yet)"
+  return 0
+}
+
+wait_server() {
+  wait "$server"
+  server_rc=$?
+}
+
+show() {
+  local side
+  for side in "$@"; do
+    local var=${side}_rc
+    echo "--- $side (exit ${!var})"
+    cat "$out/$side"
+  done
+}
+
+# expect_exit SIDE: SIDE exited 0.
+expect_exit() {
+  local var=${1}_rc
+  [[ ${!var} -eq 0 ]] || failed "$1 exited ${!var}"
+}
+
+# expect_lines SIDE LINE...: SIDE's output has these exact lines, in this order.
+expect_lines() {
+  local side=$1 line n=0 at
+  shift
+  for line in "$@"; do
+    at=$(tail -n +"$((n + 1))" "$out/$side" | grep -nxF -m1 -- "$line" | cut -d: -f1)
+    if [[ -z $at ]]; then
+      failed "$side: no line \"$line\" (after line $n)"
+      return
+    fi
+    n=$((n + at))
+  done
+}
+
+# The librdmacm.so.1 and libibverbs.so.1 each process of the run initialised: LIB_DIR's, never
+# another (the system's would be the kernel rdma_cm client, which finds no device here).
+check_libraries() {
+  local f lib want got others
+  for lib in librdmacm.so.1 libibverbs.so.1; do
+    want=$(readlink -f "$lib_dir/$lib")
+    got=0
+    for f in "$out"/ld.*; do
+      [[ -f $f ]] || continue
+      while read -r path; do
+        if [[ $(readlink -f "$path") == "$want" ]]; then got=$((got + 1)); else others+="$path "; fi
+      done < <(sed -nE "s|.*calling init: (.*/$lib)\$|\\1|p" "$f" | sort -u)
+    done
+    ((got > 0)) || failed "no process loaded $lib_dir/$lib"
+  done
+  [[ -z ${others:-} ]] || failed "a process loaded another librdmacm/libibverbs: $others"
+}
+
+server_rc=0 client_rc=0 server=""
+case $case_name in
+  rping)
+    need /usr/bin/rping
+    start_server rping -s -a 0.0.0.0 -p "$port"
+    run_client 'RDMA_CM_EVENT_REJECTED, error 8' rping -c -a 127.0.0.1 -p "$port" -C 100 -V -v
+    wait_server
+    show server client
+    expect_exit server
+    expect_exit client
+    for i in $(seq 0 99); do
+      grep -q "^ping data: rdma-ping-$i: " "$out/client" || failed "client: no ping $i"
+    done
+    n=$(grep -c '^ping data: rdma-ping-' "$out/client")
+    [[ $n -eq 100 ]] || failed "client: $n ping lines, expected 100"
+    ;;
+  rping_rejected)
+    need /usr/bin/rping
+    run_side client rping -c -a 127.0.0.1 -p "$port" -C 1
+    client_rc=$?
+    show client
+    [[ $client_rc -ne 0 ]] || failed "the client exited 0 with nobody listening"
+    grep -qF 'RDMA_CM_EVENT_REJECTED, error 8' "$out/client" ||
+      failed "client: no \"RDMA_CM_EVENT_REJECTED, error 8\" (REJ 8: no listener)"
+    ;;
+  ucmatose)
+    need /usr/bin/ucmatose
+    start_server ucmatose -c 8 -p "$port"
+    run_client 'RDMA_CM_EVENT_REJECTED, error: 8' ucmatose -s 127.0.0.1 -c 8 -p "$port"
+    wait_server
+    show server client
+    expect_exit server
+    expect_exit client
+    expect_lines server "cmatose: starting server" "initiating data transfers" "completing sends" \
+      "receiving data transfers" "data transfers complete" "cmatose: disconnecting" "disconnected" \
+      "test complete" "return status 0"
+    expect_lines client "cmatose: starting client" "cmatose: connecting" "receiving data transfers" \
+      "sending replies" "data transfers complete" "test complete" "return status 0"
+    ;;
+  udaddy)
+    # udaddy has no port option (its -p is the port space): the fixed 7174, in this run's fabric.
+    need /usr/bin/udaddy
+    start_server udaddy
+    run_client 'RDMA_CM_EVENT_UNREACHABLE, error: 1' udaddy -s 127.0.0.1
+    wait_server
+    show server client
+    expect_exit server
+    expect_exit client
+    expect_lines server "udaddy: starting server" "receiving data transfers" "sending replies" \
+      "data transfers complete" "test complete" "return status 0"
+    expect_lines client "udaddy: starting client" "udaddy: connecting" "initiating data transfers" \
+      "receiving data transfers" "data transfers complete" "test complete" "return status 0"
+    ;;
+  rdma_server)
+    need /usr/bin/rdma_server /usr/bin/rdma_client
+    start_server rdma_server -p "$port"
+    run_client 'rdma_connect: Connection refused' rdma_client -s 127.0.0.1 -p "$port"
+    wait_server
+    show server client
+    expect_exit server
+    expect_exit client
+    expect_lines server "rdma_server: start" "rdma_server: end 0"
+    expect_lines client "rdma_client: start" "rdma_client: end 0"
+    ;;
+  perftest)
+    program=${1:?perftest PROGRAM ARGS...}
+    shift
+    need "/usr/bin/$program"
+    perftest_parse_args "$program" "$@"
+    start_server "$program" -R -p "$port" "$@"
+    # perftest's client prints this when its control connection is rejected with reason 8.
+    run_client 'Unexpected CM event bl blka 8' "$program" -R -p "$port" "$@" 127.0.0.1
+    wait_server
+    show server client
+    for side in server client; do
+      var=${side}_rc
+      perftest_check_side "$program" "$side" "${!var}" "$out/$side" || rc=1
+      grep -qE '^ Data ex\. method : rdma_cm' "$out/$side" ||
+        failed "$side: the header does not say \" Data ex. method : rdma_cm\""
+    done
+    ;;
+  qperf)
+    # One test per client run: a client with two tests (rc_lat rc_bw) hangs. qperf's server forks a
+    # child per test from the child that ran the previous one, which has used verbs, and softhca's
+    # runtime does not give a fork child of a verbs-using process an attachment of its own
+    # (docs/live-mode.md, "fork").
+    test_name=${1:?qperf TEST}
+    need /usr/bin/qperf
+    # Its control port is a real TCP port: another one when that is taken (by any program).
+    for try in 1 2 3 4 5; do
+      start_server qperf -lp "$port"
+      wait_listening "$port" 20 "$server" && break
+      wait "$server"
+      if ((try == 5)) || ! grep -q 'unable to bind to listen port' "$out/server"; then
+        cat "$out/server"
+        failed "the qperf server never listened on TCP port $port"
+        exit 1
+      fi
+      port=$(pick_port)
+    done
+    # qperf's server binds its rdma_cm id, sends the port to the client over TCP, and only then
+    # calls rdma_listen: a client quicker than that gets REJ 8 (no listener), as it would from a
+    # kernel's ib_cm. That race is qperf's: the client runs again, as for the other programs.
+    run_client 'always:unexpected event from RDMA CM: Event rejected' \
+      qperf -lp "$port" -cm1 -t 1 127.0.0.1 "$test_name"
+    # The server runs until stopped: SIGTERM through its `timeout`, which passes it on — once the
+    # child that served the test has finished (10 s at most): a child killed while it detaches
+    # would leave the host segment behind (the last process to leave unlinks it).
+    deadline=$((SECONDS + 10))
+    for main in $(pgrep -P "$server"); do
+      while pgrep -P "$main" >/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+    done
+    kill -TERM "$server" 2>/dev/null
+    wait_server
+    show client
+    echo "--- server (stopped, exit $server_rc)"
+    cat "$out/server"
+    expect_exit client
+    case $test_name in
+      rc_lat) pattern='^    latency  =  [0-9.]+ [mun]?s$' ;;
+      rc_bw) pattern='^    bw  =  [0-9.]+ [KMG]?B/sec$' ;;
+      *) pattern="^$test_name:" ;;
+    esac
+    grep -qx -- "$test_name:" "$out/client" || failed "client: no \"$test_name:\" line"
+    grep -Eq -- "$pattern" "$out/client" || failed "client: no line matching /$pattern/"
+    ;;
+  *)
+    echo "$usage"
+    exit 2
+    ;;
+esac
+
+check_libraries
+# The processes are gone (the qperf server stopped): so must be their host's segment and registry.
+if ! leftover_shm "$fabric"; then failed "shared state left in /dev/shm"; fi
+[[ $rc -eq 0 ]] && echo "PASS: $case_args ${link[*]}"
+exit $rc
