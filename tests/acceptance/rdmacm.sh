@@ -2,7 +2,10 @@
 # An unmodified Debian program that uses rdma_cm (rdmacm-utils, perftest -R, qperf -cm1) between
 # two processes on one host, through `softhca run`, on softhca's librdmacm.so.1 and libibverbs.so.1
 # (docs/rdma-cm-programs.md; call sequences and success lines: rdmacm.md §5):
-#   rdmacm.sh SOFTHCA_BIN LIB_DIR [--link roce] [--listening SHIM] CASE [ARGS...]
+#   rdmacm.sh SOFTHCA_BIN LIB_DIR [--link roce] [--two-hosts] [--listening SHIM] CASE [ARGS...]
+# --two-hosts: the server runs on host b, the client on host a of the run's fabric (over the UDP
+# carrier), and the client names b by the address `softhca hosts --host b` gives (docs/addresses.md)
+# instead of 127.0.0.1; it needs the shim (--listening), since b's address exists once b runs.
 # CASE (the server is started first, the client against 127.0.0.1):
 #   rping                  rping -s -a 0.0.0.0 -p P / rping -c -a 127.0.0.1 -p P -C 100 -V -v:
 #                          every "ping data: rdma-ping-N" line, N = 0..99, both exit 0
@@ -13,6 +16,8 @@
 #   rdma_server            rdma_server -p P / rdma_client -s 127.0.0.1 -p P: "...: end 0"
 #   perftest PROGRAM ARGS  PROGRAM -R -p P ARGS / PROGRAM -R -p P ARGS 127.0.0.1: the header says
 #                          " Data ex. method : rdma_cm" and the result table is there
+#   mckey                  mckey -m G -p 0x111 (receiver) / mckey -m G -s (sender), G an IPv4
+#                          group of this run's: the receiver's success lines, both exit 0
 #   qperf TEST             qperf -lp P / qperf -lp P -cm1 -t 1 127.0.0.1 TEST (rc_lat: a
 #                          "latency  =" line, rc_bw: a "bw  =" line); the server is then stopped
 # Every case checks that both processes loaded LIB_DIR's librdmacm.so.1 and libibverbs.so.1 (from
@@ -29,14 +34,15 @@ here=$(dirname "$0")
 source "$here/pingpong_lib.sh"
 source "$here/perftest_lib.sh"
 
-usage="usage: $0 SOFTHCA_BIN LIB_DIR [--link roce] [--listening SHIM] CASE [ARGS...]"
+usage="usage: $0 SOFTHCA_BIN LIB_DIR [--link roce] [--two-hosts] [--listening SHIM] CASE [ARGS...]"
 softhca=${1:?$usage}
 lib_dir=${2:?$usage}
 shift 2
-link=() shim=""
+link=() shim="" two_hosts=""
 while [[ ${1:-} == --* ]]; do
   case $1 in
     --link) link=(--link "$2"); shift 2 ;;
+    --two-hosts) two_hosts=1; shift ;;
     --listening) shim=$2; shift 2 ;;
     *) echo "$usage"; exit 2 ;;
   esac
@@ -76,10 +82,24 @@ failed() {
 # side_command SIDE COMMAND...: sets `cmd` to COMMAND on this host through `softhca run` under
 # `timeout`, the loader's record of the libraries it loads going to $out/ld.SIDE.<pid>.
 side_command() {
-  local side=$1
+  local side=$1 host=()
   shift
+  if [[ -n $two_hosts ]]; then
+    if [[ $side == server ]]; then host=(--host b); else host=(--host a); fi
+  fi
   cmd=(timeout "$run_timeout" env "${run_env[@]}" LD_DEBUG=libs LD_DEBUG_OUTPUT="$out/ld.$side"
-       "$softhca" run --lib-dir "$lib_dir" --fabric "$fabric" "${link[@]}" -- "$@")
+       "$softhca" run --lib-dir "$lib_dir" --fabric "$fabric" "${link[@]}" "${host[@]}" -- "$@")
+}
+
+# The address the client names the server by: 127.0.0.1 on one host; with --two-hosts host b's
+# (once its server listens, b is on the fabric).
+server_address() {
+  if [[ -z $two_hosts ]]; then
+    echo 127.0.0.1
+    return
+  fi
+  wait_listening_cm >/dev/null || return 1
+  "$softhca" hosts --fabric "$fabric" "${link[@]}" --host b
 }
 
 # run_side SIDE COMMAND...: runs it, output to $out/SIDE.
@@ -202,7 +222,8 @@ case $case_name in
   rping)
     need /usr/bin/rping
     start_server rping -s -a 0.0.0.0 -p "$port"
-    run_client 'RDMA_CM_EVENT_REJECTED, error 8' rping -c -a 127.0.0.1 -p "$port" -C 100 -V -v
+    peer=$(server_address) || failed "no address for host b"
+    run_client 'RDMA_CM_EVENT_REJECTED, error 8' rping -c -a "$peer" -p "$port" -C 100 -V -v
     wait_server
     show server client
     expect_exit server
@@ -225,7 +246,8 @@ case $case_name in
   ucmatose)
     need /usr/bin/ucmatose
     start_server ucmatose -c 8 -p "$port"
-    run_client 'RDMA_CM_EVENT_REJECTED, error: 8' ucmatose -s 127.0.0.1 -c 8 -p "$port"
+    peer=$(server_address) || failed "no address for host b"
+    run_client 'RDMA_CM_EVENT_REJECTED, error: 8' ucmatose -s "$peer" -c 8 -p "$port"
     wait_server
     show server client
     expect_exit server
@@ -240,7 +262,8 @@ case $case_name in
     # udaddy has no port option (its -p is the port space): the fixed 7174, in this run's fabric.
     need /usr/bin/udaddy
     start_server udaddy
-    run_client 'RDMA_CM_EVENT_UNREACHABLE, error: 1' udaddy -s 127.0.0.1
+    peer=$(server_address) || failed "no address for host b"
+    run_client 'RDMA_CM_EVENT_UNREACHABLE, error: 1' udaddy -s "$peer"
     wait_server
     show server client
     expect_exit server
@@ -253,7 +276,8 @@ case $case_name in
   rdma_server)
     need /usr/bin/rdma_server /usr/bin/rdma_client
     start_server rdma_server -p "$port"
-    run_client 'rdma_connect: Connection refused' rdma_client -s 127.0.0.1 -p "$port"
+    peer=$(server_address) || failed "no address for host b"
+    run_client 'rdma_connect: Connection refused' rdma_client -s "$peer" -p "$port"
     wait_server
     show server client
     expect_exit server
@@ -268,7 +292,8 @@ case $case_name in
     perftest_parse_args "$program" "$@"
     start_server "$program" -R -p "$port" "$@"
     # perftest's client prints this when its control connection is rejected with reason 8.
-    run_client 'Unexpected CM event bl blka 8' "$program" -R -p "$port" "$@" 127.0.0.1
+    peer=$(server_address) || failed "no address for host b"
+    run_client 'Unexpected CM event bl blka 8' "$program" -R -p "$port" "$@" "$peer"
     wait_server
     show server client
     for side in server client; do
@@ -277,6 +302,26 @@ case $case_name in
       grep -qE '^ Data ex\. method : rdma_cm' "$out/$side" ||
         failed "$side: the header does not say \" Data ex. method : rdma_cm\""
     done
+    ;;
+  mckey)
+    # A receiver joins the group (its rdma_cm id resolves the group address, joins, attaches its UD
+    # QP) and waits for 10 datagrams; the sender joins too and sends them 3 s after its join
+    # (mckey's own pause), by when the receiver, started a second before it, has joined. The group
+    # address is this run's (from its pid).
+    need /usr/bin/mckey
+    group="239.$(( ($$ >> 16) & 255 )).$(( ($$ >> 8) & 255 )).$(( $$ & 255 ))"
+    start_server mckey -m "$group"
+    sleep 1
+    run_client 'always:^(never retried)$' mckey -m "$group" -s
+    wait_server
+    show server client
+    expect_exit server
+    expect_exit client
+    expect_lines server "mckey: starting server" "mckey: joining" "receiving data transfers" \
+      "data transfers complete" "test complete" "return status 0"
+    expect_lines client "mckey: starting client" "mckey: joining" "initiating data transfers" \
+      "data transfers complete" "test complete" "return status 0"
+    grep -q "^mckey: joined dgid: .* mlid 0x[0-9a-f]* sl 0$" "$out/client" || failed "client: no \"joined dgid\" line"
     ;;
   qperf)
     # One test per client run: a client with two tests (rc_lat rc_bw) hangs. qperf's server forks a
