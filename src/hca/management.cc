@@ -31,12 +31,8 @@ constexpr size_t kOffRequestId = 24;      // SIDR_REP: the requester's id
 constexpr size_t kOffRemoteCommId = 28;   // MRA..APR: the id of the side the message goes to
 constexpr size_t kOffServiceId = 32;      // REQ and SIDR_REQ
 
-uint32_t be32_at(std::span<const uint8_t> p, size_t off) {
-  return uint32_t{p[off]} << 24 | uint32_t{p[off + 1]} << 16 | uint32_t{p[off + 2]} << 8 | p[off + 3];
-}
-uint64_t be64_at(std::span<const uint8_t> p, size_t off) {
-  return uint64_t{be32_at(p, off)} << 32 | be32_at(p, off + 4);
-}
+uint32_t be32_at(std::span<const uint8_t> p, size_t off) { return load_as<Be32>(p.data() + off).get(); }
+uint64_t be64_at(std::span<const uint8_t> p, size_t off) { return load_as<Be64>(p.data() + off).get(); }
 }  // namespace
 
 int Device::cmd_set_mad_agent(const SetMadAgentIn& in, SetMadAgentOut& out) {
@@ -111,7 +107,7 @@ void Device::end_connections_of(uint32_t qpn) {
 
 uint32_t Device::mad_agent_for(std::span<const uint8_t> mad) const {
   const MadAgents agents(state_.mad);
-  const uint16_t attr = static_cast<uint16_t>(mad[kOffAttrId] << 8 | mad[kOffAttrId + 1]);
+  const uint16_t attr = load_as<Be16>(mad.data() + kOffAttrId).get();
   if (attr == kAttrReq || attr == kAttrSidrReq) return agents.qpn_of_service(be64_at(mad, kOffServiceId));
   if (attr == kAttrSidrRep) return agents.qpn_of_id(be32_at(mad, kOffRequestId));
   if (attr >= kAttrMra && attr <= kAttrApr) return agents.qpn_of_id(be32_at(mad, kOffRemoteCommId));

@@ -83,6 +83,26 @@ int init_attr(const IdPriv& id, ibv_qp_attr* a, int* mask, ibv_qp_state state) {
   }
 }
 
+// A CQ of `entries` (at least 1) with a completion channel of its own, cq_context = the id, as
+// librdmacm makes for rdma_get_send_comp / rdma_get_recv_comp. false with errno.
+bool library_cq(rdma_cm_id* id, uint32_t entries, ibv_comp_channel** channel, ibv_cq** cq) {
+  *channel = ibv_create_comp_channel(id->verbs);
+  *cq = *channel ? ibv_create_cq(id->verbs, static_cast<int>(std::max(1u, entries)), id, *channel, 0) : nullptr;
+  if (*cq != nullptr) return true;
+  const int err = errno;
+  if (*channel != nullptr) ibv_destroy_comp_channel(*channel);
+  *channel = nullptr;
+  errno = err;
+  return false;
+}
+
+void drop_library_cq(ibv_comp_channel** channel, ibv_cq** cq) {
+  if (*cq != nullptr) ibv_destroy_cq(*cq);
+  if (*channel != nullptr) ibv_destroy_comp_channel(*channel);
+  *cq = nullptr;
+  *channel = nullptr;
+}
+
 int modify(ibv_qp* qp, const IdPriv& id, ibv_qp_state state) {
   ibv_qp_attr a;
   int mask = 0;
@@ -128,21 +148,11 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
   if (attr->pd == nullptr || attr->pd->context != id->verbs) return fail(EINVAL);
   // CQs the caller did not give: the library's own, with a completion channel, cq_context = id.
   if (attr->send_cq == nullptr && id->send_cq == nullptr) {
-    id->send_cq_channel = ibv_create_comp_channel(id->verbs);
-    id->send_cq = id->send_cq_channel
-                      ? ibv_create_cq(id->verbs, static_cast<int>(std::max(1u, attr->cap.max_send_wr)), id,
-                                      id->send_cq_channel, 0)
-                      : nullptr;
-    if (id->send_cq == nullptr) return -1;
+    if (!library_cq(id, attr->cap.max_send_wr, &id->send_cq_channel, &id->send_cq)) return -1;
     p->own_send_cq = true;
   }
   if (attr->recv_cq == nullptr && id->recv_cq == nullptr) {
-    id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
-    id->recv_cq = id->recv_cq_channel
-                      ? ibv_create_cq(id->verbs, static_cast<int>(std::max(1u, attr->cap.max_recv_wr)), id,
-                                      id->recv_cq_channel, 0)
-                      : nullptr;
-    if (id->recv_cq == nullptr) return -1;
+    if (!library_cq(id, attr->cap.max_recv_wr, &id->recv_cq_channel, &id->recv_cq)) return -1;
     p->own_recv_cq = true;
   }
   if (attr->send_cq == nullptr) attr->send_cq = id->send_cq;
@@ -180,20 +190,9 @@ void rdma_destroy_qp(rdma_cm_id* id) {
   IdPriv* p = priv(id);
   if (id->qp != nullptr) ibv_destroy_qp(id->qp);
   id->qp = nullptr;
-  if (p->own_send_cq && id->send_cq) {
-    ibv_destroy_cq(id->send_cq);
-    ibv_destroy_comp_channel(id->send_cq_channel);
-    id->send_cq = nullptr;
-    id->send_cq_channel = nullptr;
-    p->own_send_cq = false;
-  }
-  if (p->own_recv_cq && id->recv_cq) {
-    ibv_destroy_cq(id->recv_cq);
-    ibv_destroy_comp_channel(id->recv_cq_channel);
-    id->recv_cq = nullptr;
-    id->recv_cq_channel = nullptr;
-    p->own_recv_cq = false;
-  }
+  if (p->own_send_cq) drop_library_cq(&id->send_cq_channel, &id->send_cq);
+  if (p->own_recv_cq) drop_library_cq(&id->recv_cq_channel, &id->recv_cq);
+  p->own_send_cq = p->own_recv_cq = false;
 }
 
 int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
