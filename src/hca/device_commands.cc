@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <optional>
 
 #include "hca/device.h"
@@ -26,6 +27,64 @@ constexpr uint32_t kMaxLogRecvStride = 10;    // up to 63 segments of 16 bytes
 bool is_pow2_log(uint32_t log) { return log <= kMaxLogRing; }
 bool is_wq_log(uint32_t log) { return log <= kMaxLogWorkQueue; }
 }  // namespace
+
+// ---- dispatch --------------------------------------------------------------------------------
+
+namespace {
+template <class In, class Out>
+int run_command(Device& dev, int (Device::*handler)(const In&, Out&), const void* in, size_t in_len,
+                void* out, size_t out_len) {
+  constexpr bool kNoOut = std::is_same_v<Out, NoOut>;
+  if (in_len != sizeof(In) || (!kNoOut && out_len != sizeof(Out))) return EINVAL;
+  In i;
+  std::memcpy(&i, in, sizeof(In));
+  Out o{};
+  const int err = (dev.*handler)(i, o);
+  if (err == 0 && !kNoOut) std::memcpy(out, &o, sizeof(Out));
+  return err;
+}
+}  // namespace
+
+int Device::execute(CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
+  const int err = dispatch_command(op, in, in_len, out, out_len);
+  end_entry();  // a command that moves a QP to error may have sent something
+  return err;
+}
+
+int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
+  switch (op) {
+    case CmdOpcode::kQueryDevice: return run_command(*this, &Device::cmd_query_device, in, in_len, out, out_len);
+    case CmdOpcode::kQueryPort: return run_command(*this, &Device::cmd_query_port, in, in_len, out, out_len);
+    case CmdOpcode::kAllocPd: return run_command(*this, &Device::cmd_alloc_pd, in, in_len, out, out_len);
+    case CmdOpcode::kDeallocPd: return run_command(*this, &Device::cmd_dealloc_pd, in, in_len, out, out_len);
+    case CmdOpcode::kCreateMkey: return run_command(*this, &Device::cmd_create_mkey, in, in_len, out, out_len);
+    case CmdOpcode::kDestroyMkey: return run_command(*this, &Device::cmd_destroy_mkey, in, in_len, out, out_len);
+    case CmdOpcode::kCreateEq: return run_command(*this, &Device::cmd_create_eq, in, in_len, out, out_len);
+    case CmdOpcode::kDestroyEq: return run_command(*this, &Device::cmd_destroy_eq, in, in_len, out, out_len);
+    case CmdOpcode::kCreateCq: return run_command(*this, &Device::cmd_create_cq, in, in_len, out, out_len);
+    case CmdOpcode::kDestroyCq: return run_command(*this, &Device::cmd_destroy_cq, in, in_len, out, out_len);
+    case CmdOpcode::kCreateSrq: return run_command(*this, &Device::cmd_create_srq, in, in_len, out, out_len);
+    case CmdOpcode::kModifySrq: return run_command(*this, &Device::cmd_modify_srq, in, in_len, out, out_len);
+    case CmdOpcode::kQuerySrq: return run_command(*this, &Device::cmd_query_srq, in, in_len, out, out_len);
+    case CmdOpcode::kDestroySrq: return run_command(*this, &Device::cmd_destroy_srq, in, in_len, out, out_len);
+    case CmdOpcode::kCreateQp: return run_command(*this, &Device::cmd_create_qp, in, in_len, out, out_len);
+    case CmdOpcode::kModifyQp: return run_command(*this, &Device::cmd_modify_qp, in, in_len, out, out_len);
+    case CmdOpcode::kQueryQp: return run_command(*this, &Device::cmd_query_qp, in, in_len, out, out_len);
+    case CmdOpcode::kDestroyQp: return run_command(*this, &Device::cmd_destroy_qp, in, in_len, out, out_len);
+    case CmdOpcode::kSetMadAgent: return run_command(*this, &Device::cmd_set_mad_agent, in, in_len, out, out_len);
+    case CmdOpcode::kBindService: return run_command(*this, &Device::cmd_bind_service, in, in_len, out, out_len);
+    case CmdOpcode::kUnbindService:
+      return run_command(*this, &Device::cmd_unbind_service, in, in_len, out, out_len);
+    case CmdOpcode::kTrackConnection:
+      return run_command(*this, &Device::cmd_track_connection, in, in_len, out, out_len);
+    case CmdOpcode::kUntrackConnection:
+      return run_command(*this, &Device::cmd_untrack_connection, in, in_len, out, out_len);
+    case CmdOpcode::kAttachMcast: return run_command(*this, &Device::cmd_attach_mcast, in, in_len, out, out_len);
+    case CmdOpcode::kDetachMcast: return run_command(*this, &Device::cmd_detach_mcast, in, in_len, out, out_len);
+    case CmdOpcode::kResizeCq: return run_command(*this, &Device::cmd_resize_cq, in, in_len, out, out_len);
+  }
+  return EOPNOTSUPP;
+}
 
 int Device::cmd_query_device(const QueryDeviceIn&, QueryDeviceOut& out) {
   out.caps = config_.caps;
