@@ -145,6 +145,8 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     if (c->pop(event) == 0) {
       ++reinterpret_cast<EventPriv*>(*event)->accounted->events_reported;
       lib->handed_out.insert(*event);
+      // librdmacm's rdma_get_cm_event moves a rejected id's QP to ERR before handing the event out.
+      if ((*event)->event == RDMA_CM_EVENT_REJECTED) qp_to_error(*priv((*event)->id));
       return 0;
     }
     // The event of the byte was dropped meanwhile (its id destroyed, or migrated): read on.

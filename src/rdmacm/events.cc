@@ -200,8 +200,9 @@ void Library::on_cm_event(Device& dev, const cm::Event& e, const PeerAddress* se
       }
       return;
     case T::kRejected: {
+      // The QP goes to ERR when the application takes the event (rdma_get_cm_event), as librdmacm
+      // does: until then the application owns it, and may have destroyed it.
       const cm::Rej& j = std::get<cm::Rej>(e.payload);
-      qp_to_error(*id);
       rdma_conn_param c{};
       forget();
       report(id, RDMA_CM_EVENT_REJECTED, static_cast<int>(j.reason), &c, nullptr, j.private_data.bytes.data(),
@@ -214,8 +215,9 @@ void Library::on_cm_event(Device& dev, const cm::Event& e, const PeerAddress* se
       return;
     case T::kDisconnectRequested:
     case T::kDisconnected:
+      // The QP is the application's (it may be destroyed already: perftest destroys its QPs with
+      // ibv_destroy_qp and still gets DISCONNECTED); librdmacm leaves it alone here too.
       untrack(*id);
-      qp_to_error(*id);
       if (!id->disconnected) {
         id->disconnected = true;
         id->state = IdState::kDisconnect;
