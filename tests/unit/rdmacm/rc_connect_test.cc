@@ -134,6 +134,10 @@ TEST_F(RcConnect, ResolveConnectAcceptCarryPrivateDataAndTakeBothQpsToRts) {
   EXPECT_EQ(qp_state(active->qp), IBV_QPS_ERR);
   { Event e = expect_event(passive_ch_, RDMA_CM_EVENT_DISCONNECTED); }
   { Event e = expect_event(active_ch_, RDMA_CM_EVENT_DISCONNECTED); }
+  // The peer's DREQ leaves the passive QP as its application has it (librdmacm moves no QP on
+  // DISCONNECTED); the application's own rdma_disconnect then takes it to ERR.
+  EXPECT_EQ(qp_state(passive->qp), IBV_QPS_RTS);
+  ASSERT_EQ(rdma_disconnect(passive), 0) << strerror(errno);
   EXPECT_EQ(qp_state(passive->qp), IBV_QPS_ERR);
   { Event e = expect_event(active_ch_, RDMA_CM_EVENT_TIMEWAIT_EXIT); }
   { Event e = expect_event(passive_ch_, RDMA_CM_EVENT_TIMEWAIT_EXIT); }
