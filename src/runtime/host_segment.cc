@@ -218,6 +218,7 @@ int HostSegment::open_and_lock(std::string& error) {
 }
 
 int HostSegment::map_and_claim(const SegmentOptions& options, std::string& error) {
+  clear_slot_data_ = options.clear_slot_data;
   const Layout l = layout_for(options);
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
@@ -381,7 +382,7 @@ bool HostSegment::detach(bool unmap, const std::function<void()>& on_last) {
   }
   unlock_device();
   ProcessSlot* e = slot_entry(my_slot_);
-  std::memset(slot_data(my_slot_), 0, header_->slot_data_bytes);
+  clear_slot(my_slot_);
   e->state.store(kFree, std::memory_order_release);
   e->pid.store(0, std::memory_order_relaxed);
   e->start_time.store(0, std::memory_order_relaxed);
@@ -414,6 +415,14 @@ uint64_t HostSegment::instance() const { return header_->instance; }
 int64_t HostSegment::epoch_ns() const { return header_->epoch_ns; }
 void* HostSegment::device_region() const { return base_ + header_->device_offset; }
 size_t HostSegment::device_bytes() const { return header_->device_bytes; }
+
+void HostSegment::clear_slot(uint32_t slot) {
+  if (clear_slot_data_) {
+    clear_slot_data_(slot_data(slot));
+  } else {
+    std::memset(slot_data(slot), 0, header_->slot_data_bytes);
+  }
+}
 
 void* HostSegment::slot_data(uint32_t slot) const {
   if (slot == 0 || slot > kMaxSlots) return nullptr;
@@ -455,7 +464,7 @@ bool HostSegment::free_dead_slot(uint32_t slot) {
   ProcessSlot* e = slot_entry(slot);
   uint32_t expected = kUsed;
   if (!e->state.compare_exchange_strong(expected, kReclaiming, std::memory_order_acq_rel)) return false;
-  std::memset(slot_data(slot), 0, header_->slot_data_bytes);
+  clear_slot(slot);
   for (uint32_t& owner : header_->uar_owner) {
     if (owner == slot) owner = 0;
   }

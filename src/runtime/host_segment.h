@@ -60,8 +60,10 @@ struct SegmentOptions {
   std::string host = "host0";
   // Size of the device region. The file is sparse: tmpfs backs only the pages the device touches.
   size_t device_bytes = size_t{1} << 30;
-  // Bytes of per-slot data (one block per slot, 64-byte aligned, zeroed when a slot is freed).
+  // Bytes of per-slot data (one block per slot, 64-byte aligned, zeroed when a slot is freed, or
+  // cleared by clear_slot_data when given: what must survive the slot's reuse survives).
   size_t slot_data_bytes = 0;
+  std::function<void(void* slot_data)> clear_slot_data;
   // Called under the attach lock when the segment is formatted (a new device): fills the host's
   // identity. Returns false with errno and `error` set to refuse (attach then fails).
   std::function<bool(uint16_t& lid, uint64_t& node_guid, std::string& error)> assign_identity;
@@ -155,6 +157,8 @@ class HostSegment {
   size_t map_bytes_ = 0;
   Header* header_ = nullptr;
   uint32_t my_slot_ = 0;
+  std::function<void(void*)> clear_slot_data_;  // SegmentOptions::clear_slot_data
+  void clear_slot(uint32_t slot);
   pid_t my_pid_ = 0;
   bool formatted_ = false;
   bool attached_ = false;

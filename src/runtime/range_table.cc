@@ -46,4 +46,17 @@ void RangeTable::retire(uint32_t index) {
   unpublished.fetch_add(1, std::memory_order_release);
 }
 
+void RangeTable::clear_keeping_generations() {
+  for (RangeEntry& e : entries) {
+    const uint64_t g = e.generation.load(std::memory_order_relaxed);
+    e.va.store(0, std::memory_order_relaxed);
+    e.length.store(0, std::memory_order_relaxed);
+    e.offset.store(0, std::memory_order_relaxed);
+    e.fd.store(-1, std::memory_order_relaxed);
+    e.generation.store(g | 1, std::memory_order_release);  // odd: no range (0 stays 1: "used before")
+  }
+  used.store(0, std::memory_order_release);
+  unpublished.fetch_add(1, std::memory_order_release);
+}
+
 }  // namespace softhca::runtime

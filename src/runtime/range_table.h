@@ -58,6 +58,11 @@ struct RangeTable {
   // Owner side: entry `index` is no range any more (its generation turns odd), then `unpublished`
   // moves on.
   void retire(uint32_t index);
+  // The slot is freed (its process left or died): every entry is no range, and every generation
+  // stays where it was or turns odd, never back to 0 — a peer still caching a mapping of the old
+  // process (one that did not see it go) must miss when the next process of this slot publishes
+  // at the same index, not read that process's index as the old one's (slot_data.h).
+  void clear_keeping_generations();
 };
 static_assert(std::is_standard_layout_v<RangeEntry> && sizeof(RangeEntry) == 40);
 static_assert(std::is_standard_layout_v<RangeTable>);

@@ -258,6 +258,13 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   // Every process must size the region alike: the caps decide it, never the LID.
   so.device_bytes = hca::Device::default_region_bytes(config_for(1));
   so.slot_data_bytes = sizeof(SlotData);
+  // A freed slot keeps its range generations (range_table.h clear_keeping_generations): a peer
+  // that cached the old process's mappings and never saw it go misses on the next process's.
+  so.clear_slot_data = [](void* data) {
+    auto* d = static_cast<SlotData*>(data);
+    d->ranges.clear_keeping_generations();
+    std::memset(static_cast<void*>(&d->pcie), 0, sizeof d->pcie);
+  };
   // Ethernet with no SOFTHCA_IP: the host's default address (docs/addresses.md), claimed in the
   // registry by the host's first process and read from it by the others.
   const bool default_ip = ethernet() && link_.ipv4 == 0;

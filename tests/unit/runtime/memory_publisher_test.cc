@@ -348,5 +348,34 @@ TEST(MemoryPublisher, AForkChildGetsPrivateCopiesAndPeersOfEitherSideSeeEachOthe
   ::munmap(seg, sizeof(Segment));
 }
 
+// A slot freed and taken by the next process (HostSegment::detach / free_dead_slot clear it): the
+// entries the new process publishes never come back with a generation a peer cached for the old
+// one, so a peer that did not see the old process go (it left cleanly) maps the new one's ranges
+// afresh instead of writing into the old one's pages.
+TEST(RangeTableReuse, ASlotClearedForItsNextProcessNeverRepeatsAGenerationAPeerCached) {
+  Segment* seg = map_segment();
+  ASSERT_NE(seg, nullptr);
+  RangeTable& t = seg->tables[kMySlot];
+  RangeSnapshot first;
+  first.va = 0x10000;
+  first.length = 4096;
+  first.fd = 3;
+  t.write(0, first);
+  const uint64_t cached = t.generation(0);  // what a peer's PeerMemory keeps with its mapping
+  ASSERT_EQ(cached % 2, 0u);
+  t.clear_keeping_generations();
+  EXPECT_FALSE(t.read(0).has_value()) << "no range after the clear";
+  EXPECT_EQ(t.used.load(), 0u);
+  RangeSnapshot next = first;  // the next process's first range, at the same index and address
+  next.fd = 4;
+  t.write(0, next);
+  EXPECT_NE(t.generation(0), cached);
+  EXPECT_EQ(t.generation(0) % 2, 0u);
+  const auto got = t.read(0);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->fd, 4);
+  ::munmap(seg, sizeof(Segment));
+}
+
 }  // namespace
 }  // namespace softhca::runtime
