@@ -42,11 +42,11 @@ void delete_channel(Channel* c) {
     if (::recv(c->ch.fd, &b, 1, MSG_DONTWAIT) != 1) break;
     if (c->pop(&ev) == 0) delete reinterpret_cast<EventPriv*>(ev);
   }
-  ::close(c->ch.fd);
   // A thread still blocked reading the channel (rping's CM thread while its main thread tears
-  // down) stays blocked, as on the kernel's fd: the other end and the object stay, so it never
-  // sees end-of-file nor freed memory. Otherwise everything goes.
+  // down) stays blocked, as on the kernel's fd: the channel's two ends and the object stay, so it
+  // never sees end-of-file, a closed or reused descriptor, nor freed memory. Otherwise all goes.
   if (c->readers.load() != 0) return;
+  ::close(c->ch.fd);
   ::close(c->writer);
   delete c;
 }

@@ -280,6 +280,10 @@ bool SharedRuntime::Impl::attach(std::string& error) {
       }
       link_.ipv4 = ntohl(ip_be);
       link_.netdev_mtu = interface_mtu_of(link_.ipv4);
+    } else if (ethernet()) {
+      // An address given (SOFTHCA_IP / --ip) is recorded too, for whoever names this host by it
+      // (softhca hosts, docs/addresses.md).
+      (void)registry_.claim_ipv4(options_.names.host, htonl(link_.ipv4), htonl(link_.ipv4));
     }
     guid = config_for(lid).caps.node_guid;
     if (options_.udp && !ethernet()) open_udp(true);

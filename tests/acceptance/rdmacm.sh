@@ -54,6 +54,7 @@ preload_sanitizer_runtime "$lib_dir"
 
 readonly run_timeout=60
 fabric="${SOFTHCA_FABRIC:-ctest-rdmacm}-$$"
+roce_net="127.$(( ($$ >> 8) % 200 + 20 )).$(( $$ & 255 ))"  # --two-hosts on RoCE: 127.x.y.1 and .2
 port=$(pick_port)
 out=$(mktemp -d)
 # On the way out: the server (if still running) is asked to stop first, so that its program exits
@@ -86,6 +87,11 @@ side_command() {
   shift
   if [[ -n $two_hosts ]]; then
     if [[ $side == server ]]; then host=(--host b); else host=(--host a); fi
+    # RoCE: addresses of this run's own (the first host of a fabric would take the machine's
+    # interface address and its RoCE port, which another run's host may hold at the same time).
+    if [[ ${link[*]} == *roce* ]]; then
+      if [[ $side == server ]]; then host+=(--ip "$roce_net.2"); else host+=(--ip "$roce_net.1"); fi
+    fi
   fi
   cmd=(timeout "$run_timeout" env "${run_env[@]}" LD_DEBUG=libs LD_DEBUG_OUTPUT="$out/ld.$side"
        "$softhca" run --lib-dir "$lib_dir" --fabric "$fabric" "${link[@]}" "${host[@]}" -- "$@")

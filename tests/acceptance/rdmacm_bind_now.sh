@@ -18,8 +18,13 @@ imports=${2:?usage: $0 LIB_DIR IMPORTS_FILE}
 for lib in librdmacm.so.1 libibverbs.so.1; do
   [[ -f $lib_dir/$lib ]] || { echo "FAIL: no $lib_dir/$lib"; exit 1; }
 done
-# A sanitizer build of our libraries needs its runtime loaded first.
-for runtime in libasan libtsan; do
+# A sanitizer build of our libraries needs its runtime loaded first. ThreadSanitizer's cannot be
+# preloaded into the loader's listing mode (ldd maps nothing then): nothing to check in that build.
+if readelf -d "$lib_dir/librdmacm.so.1" | grep -q 'NEEDED.*\[libtsan\.so'; then
+  echo "skipped: ldd cannot list with ThreadSanitizer's runtime preloaded (the release and ASan builds check this)"
+  exit 77
+fi
+for runtime in libasan; do
   if readelf -d "$lib_dir/librdmacm.so.1" | grep -q "NEEDED.*\[$runtime\.so"; then
     export LD_PRELOAD=$(gcc -print-file-name="$runtime.so")
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
