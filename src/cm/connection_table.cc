@@ -170,31 +170,32 @@ Actions ConnectionTable::receive(Picoseconds now, const CmMad& mad, uint64_t sen
       a = reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, rej});
     }
   }
-  forget_ended();
-  a.next_deadline = next_deadline();
+  // No scan of every connection per MAD: what ended here is erased by the next on_timer(), and
+  // the deadline is the touched connection's (or none), as Actions::next_deadline says.
   return a;
 }
 
 Actions ConnectionTable::on_req(Picoseconds now, const CmMad& mad, const Req& req) {
-  // A repeated REQ: the connection it made handles it (cm.c cm_match_req).
+  // One pass over the connections (a REQ storm meets thousands in timewait): a repeated REQ goes
+  // to the connection it made (cm.c cm_match_req); a new REQ from a QP still connected to us, or
+  // in timewait, is stale (rdmacm.md 4.8) — unless a later connection turns out to be its own.
+  Connection* stale = nullptr;
   for (auto& [id, c] : connections_) {
-    if (!c.is_active() && c.state() != State::kIdle && c.remote_id() == req.local_comm_id &&
-        c.remote_ca_guid() == req.local_ca_guid) {
+    if (c.remote_ca_guid() != req.local_ca_guid) continue;
+    if (!c.is_active() && c.state() != State::kIdle && c.remote_id() == req.local_comm_id) {
       return c.receive(now, mad);
     }
+    if (stale == nullptr && holds_remote_qpn(c) && c.remote_qpn() == req.local_qpn) stale = &c;
   }
-  // A new REQ from a QP still connected to us (or in timewait): stale (rdmacm.md 4.8).
-  for (auto& [id, c] : connections_) {
-    if (holds_remote_qpn(c) && c.remote_qpn() == req.local_qpn && c.remote_ca_guid() == req.local_ca_guid) {
-      Rej rej;
-      rej.local_comm_id = CommId(0);
-      rej.remote_comm_id = req.local_comm_id;
-      rej.message_rejected = RejectedMessage::kReq;
-      rej.reason = RejReason::kStaleConnection;
-      Actions a = reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, rej});
-      if (c.state() == State::kEstablished) append(a, c.disconnect(now));
-      return a;
-    }
+  if (stale != nullptr) {
+    Rej rej;
+    rej.local_comm_id = CommId(0);
+    rej.remote_comm_id = req.local_comm_id;
+    rej.message_rejected = RejectedMessage::kReq;
+    rej.reason = RejReason::kStaleConnection;
+    Actions a = reply_to_sender(CmMad{mad.transaction_id, 0, 0, 0, rej});
+    if (stale->state() == State::kEstablished) append(a, stale->disconnect(now));
+    return a;
   }
   if (!listeners_.contains(req.service_id)) {
     Rej rej;

@@ -112,9 +112,13 @@ void Library::thread_main() {
   // interrupt the thread would wake for in vain.
   std::vector<bool> rearm(devices.size(), false);
   int timeout_ms = -1;
+  constexpr Picoseconds kTimerGrain = std::chrono::milliseconds(10);
+  constexpr Picoseconds kIdleScan = std::chrono::seconds(1);  // no timer: look again now and then
+  Picoseconds next_scan{0};
   while (true) {
     epoll_event got[8];
     const int n = ::epoll_wait(ep, got, 8, timeout_ms);
+    if (stopping_.load()) break;
     for (int i = 0; i < n; ++i) {
       if (got[i].data.ptr == nullptr) {
         uint64_t v;
@@ -137,22 +141,29 @@ void Library::thread_main() {
       timeout_ms = 1;
       continue;
     }
+    // A call may have started a connection whose first timer is earlier than the next scan.
+    if (rescan_.exchange(false)) next_scan = Picoseconds{0};
     for (size_t k = 0; k < devices.size(); ++k) {
       if (!rearm[k]) continue;
       ibv_req_notify_cq(devices[k]->cq, 0);
       rearm[k] = false;
     }
     pump();  // after arming: what arrived before it is taken here, what arrives after interrupts
+    // The CM's timers (hundreds of ms and more) at a 10 ms grain: the tables are scanned at most
+    // every kTimerGrain, not on every MAD's wake-up (thousands of connections sit in timewait
+    // under a connection storm).
     const Picoseconds t = now();
-    timeout_ms = -1;
-    for (auto& d : devices) {
-      for (const cm::Actions& a : d->table->on_timer(t)) run(*d, a);
-      if (const auto dl = d->table->next_deadline()) {
-        const int64_t ms = std::max<int64_t>(0, (dl->count() - t.count() + 999'999'999) / 1'000'000'000);
-        timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min(timeout_ms, static_cast<int>(ms));
+    if (t >= next_scan) {
+      std::optional<Picoseconds> earliest;
+      for (auto& d : devices) {
+        for (const cm::Actions& a : d->table->on_timer(t)) run(*d, a);
+        if (const auto dl = d->table->next_deadline(); dl && (!earliest || *dl < *earliest)) earliest = dl;
       }
+      next_scan = std::max(earliest.value_or(t + kIdleScan), t + kTimerGrain);
     }
+    timeout_ms = static_cast<int>(std::max<int64_t>(0, (next_scan.count() - t.count() + 999'999'999) / 1'000'000'000));
   }
+  ::close(ep);
 }
 
 void Library::pump() {

@@ -157,7 +157,12 @@ bool Library::init() {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return false;
   thread_ = std::thread([this] { thread_main(); });
-  thread_.detach();  // lives as long as the process, as the library's devices do
+  // Stopped at exit before libibverbs detaches from the host (atexit handlers run in reverse:
+  // libibverbs registered its own while the devices were opened above), so that no CM work runs
+  // against a device being torn down.
+  std::atexit([] {
+    if (g_lib != nullptr) g_lib->stop();
+  });
   return true;
 }
 
@@ -180,6 +185,13 @@ Device* Library::device_with_lid(uint16_t lid) {
     if (!d->ethernet && d->port.lid == lid) return d.get();
   }
   return nullptr;
+}
+
+void Library::stop() {
+  if (!thread_.joinable() || thread_.get_id() == std::this_thread::get_id()) return;
+  stopping_.store(true);
+  kick();
+  thread_.join();
 }
 
 void Library::kick() {

@@ -226,6 +226,8 @@ class Library {
   void on_cm_event(Device& dev, const cm::Event& e, const PeerAddress* sender);
   // Wakes the CM thread to recompute its next deadline.
   void kick();
+  // Ends the CM thread (at exit).
+  void stop();
   // Takes what the agents received by now, in the calling thread: a MAD to an agent of this process
   // is delivered before the send that carried it returns (the device loops it back), so a call that
   // sent one handles the answers at once instead of waking the CM thread for each (agent.cc).
@@ -246,6 +248,8 @@ class Library {
 
   int wake_fd_ = -1;
   bool pumping_ = false;
+  std::atomic<bool> rescan_{false};  // kick(): the CM thread looks at the timers at once
+  std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 
