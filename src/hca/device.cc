@@ -355,11 +355,14 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
   const auto drop = [&](DropReason why) {
     for (uint32_t i = 0; i < packets; ++i) stats_->drop(why);
   };
-  if (is_multicast(f)) {
-    for (uint32_t i = 0; i < packets; ++i) accept_multicast(f, payload, wire_bytes);
-    return;
+  if (!addressed_here(f)) {
+    // A multicast LID or GID is never the port's own: looked at only off the unicast path.
+    if (is_multicast(f)) {
+      for (uint32_t i = 0; i < packets; ++i) accept_multicast(f, payload, wire_bytes);
+      return;
+    }
+    return drop(DropReason::kWrongLid);  // Ethernet: not our GID
   }
-  if (!addressed_here(f)) return drop(DropReason::kWrongLid);  // Ethernet: not our GID
   if (f.dest_qp.value() == kGsiQpn) return accept_gsi(f, payload, wire_bytes, packets);
   QueuePair* qp = qps_.find(f.dest_qp.value());
   if (qp == nullptr) return drop(DropReason::kUnknownQp);

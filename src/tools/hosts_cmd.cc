@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "runtime/fabric_registry.h"
 #include "runtime/link_config.h"
@@ -52,12 +53,15 @@ int run_hosts(const HostsOptions& o, std::ostream& out, std::ostream& err) {
 
 void add_hosts_command(CLI::App& app) {
   auto opts = std::make_shared<HostsOptions>();
+  // The same defaults as the programs': SOFTHCA_FABRIC and SOFTHCA_LINK when set.
+  if (const char* f = std::getenv("SOFTHCA_FABRIC"); f != nullptr && *f != '\0') opts->fabric = f;
+  if (const char* l = std::getenv("SOFTHCA_LINK"); l != nullptr && std::string(l) == "roce") opts->link = "roce";
   CLI::App* sub = app.add_subcommand("hosts", "List the hosts of a fabric with their LIDs and IPv4 addresses");
   sub->footer(
       "The addresses are those rdma_cm resolves (docs/addresses.md): on InfiniBand each host's\n"
       "IPoIB-style 127.F.(lid >> 8).(lid & 0xff), on RoCE the address it claimed (its GID 0).\n"
       "--host H prints H's address alone, for scripts: rping -c -a $(softhca hosts --host b).");
-  sub->add_option("--fabric", opts->fabric, "The fabric (SOFTHCA_FABRIC)")->capture_default_str();
+  sub->add_option("--fabric", opts->fabric, "The fabric (default: SOFTHCA_FABRIC, else default)")->capture_default_str();
   sub->add_option("--link", opts->link, "Link layer of its hosts")->check(CLI::IsMember({"ib", "roce"}))
       ->capture_default_str();
   sub->add_option("--host", opts->host, "Print only this host's address");
