@@ -1,7 +1,10 @@
-// Addresses (docs/addresses.md, rdmacm.md §3.6, §3.7, §3.15): rdma_getaddrinfo, rdma_bind_addr,
+// Addresses (docs/addresses.md, rdmacm.md §3.6, §3.7): rdma_bind_addr,
 // rdma_resolve_addr, rdma_resolve_route, the ports of an id, and the route (path record) toward a
-// peer. IPv4 throughout; AF_INET6 is taken for its wildcard, ::1 and IPv4-mapped addresses.
+// peer. IPv4 throughout; AF_INET6 is taken for its wildcard, ::1 and IPv4-mapped addresses; AF_IB
+// (a GID and a service ID, ib_address.cc) as the kernel takes it on InfiniBand.
 #include <arpa/inet.h>
+#include <endian.h>
+#include <infiniband/ib.h>
 #include <netdb.h>
 
 #include <cerrno>
@@ -49,13 +52,20 @@ bool ipv4_of(const sockaddr* sa, uint32_t* ip, uint16_t* port) {
 }
 
 socklen_t sockaddr_len(const sockaddr* sa) {
+  if (sa->sa_family == AF_IB) return sizeof(sockaddr_ib);
   return sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
 
 bool is_any(uint32_t ip) { return ip == 0 || (ip >> 24) == 127; }  // the kernel's cma_any_addr
 
-void set_port(sockaddr_storage& ss, uint16_t port_host) {
-  if (ss.ss_family == AF_INET6) {
+// The bound port into the source address; an AF_IB address takes the whole service ID.
+void set_port(sockaddr_storage& ss, uint64_t sid) {
+  const auto port_host = static_cast<uint16_t>(sid & 0xffff);
+  if (ss.ss_family == AF_IB) {
+    auto& s = reinterpret_cast<sockaddr_ib&>(ss);
+    s.sib_sid = htobe64(sid);
+    s.sib_sid_mask = htobe64(~uint64_t{0});
+  } else if (ss.ss_family == AF_INET6) {
     reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port_host);
   } else {
     reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port_host);
@@ -100,7 +110,17 @@ int find_peer(Library& lib, Device& from, uint32_t ip, Device** local, uint16_t*
     *lid = 0;
     return 0;
   }
-  // InfiniBand: 127.F.(lid >> 8).(lid & 0xff) with our F names the host of that LID on the fabric.
+  // InfiniBand: an address a host of the fabric recorded (its claimed default or its --ip), else
+  // 127.F.(lid >> 8).(lid & 0xff) with our F names the host of that LID on the fabric.
+  const softhca_ext_ops* ext = softhca_ext_of(from.ctx);
+  if (ext != nullptr && ext->lid_of_ipv4(from.ctx, htonl(ip), lid) == 0) {
+    if (Device* d = lib.device_with_lid(*lid)) {
+      *local = d;
+      *gid = d->gid;
+      return 0;
+    }
+    return 0;  // a host of another process: reached by LID, as the 127.F form below
+  }
   const uint32_t own = ntohl(from.ipv4_be);
   if ((ip >> 16) != (own >> 16)) return EHOSTUNREACH;
   *lid = static_cast<uint16_t>(ip & 0xffff);
@@ -109,7 +129,6 @@ int find_peer(Library& lib, Device& from, uint32_t ip, Device** local, uint16_t*
     *gid = d->gid;
     return 0;
   }
-  const softhca_ext_ops* ext = softhca_ext_of(from.ctx);
   return ext != nullptr && ext->fabric_has_lid(from.ctx, *lid) == 0 ? 0 : EHOSTUNREACH;
 }
 
@@ -120,6 +139,10 @@ int port_conflict(const Library& lib, const IdPriv& id, uint64_t sid, bool reuse
     if (other == &id || other->bound_on.empty() || other->service_id != sid) continue;
     if (reuse && id.reuse_addr && other->reuse_addr) continue;
     if (other->dev == nullptr || id.dev == nullptr) return EADDRNOTAVAIL;
+    if (is_af_ib(id.id.route.addr.src_storage) || is_af_ib(other->id.route.addr.src_storage)) {
+      if (other->dev == id.dev) return EADDRINUSE;
+      continue;
+    }
     const auto& a = reinterpret_cast<const sockaddr_in&>(id.id.route.addr.src_storage);
     const auto& b = reinterpret_cast<const sockaddr_in&>(other->id.route.addr.src_storage);
     if (a.sin_addr.s_addr == b.sin_addr.s_addr) return EADDRINUSE;
@@ -128,8 +151,8 @@ int port_conflict(const Library& lib, const IdPriv& id, uint64_t sid, bool reuse
 }
 
 // Binds the id's service ID (port space << 16 | port; 0 picks one) on the agents of `on`.
-int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint16_t port) {
-  uint64_t sid = uint64_t{port_space_of(id)} << 16 | port;
+int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint16_t port, uint16_t ps) {
+  uint64_t sid = uint64_t{ps != 0 ? ps : port_space_of(id)} << 16 | port;
   if (port != 0) {
     if (const int err = port_conflict(lib, id, sid, true)) return err;
   }
@@ -148,7 +171,7 @@ int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint1
   }
   id.service_id = sid;
   id.bound_on = std::move(done);
-  set_port(id.id.route.addr.src_storage, static_cast<uint16_t>(sid & 0xffff));
+  set_port(id.id.route.addr.src_storage, sid);
   return 0;
 }
 
@@ -159,15 +182,55 @@ void unbind_service(IdPriv& id) {
   id.bound_on.clear();
 }
 
+// An AF_IB bind: the port space and port from the service ID, the device from the GID (zero: any
+// InfiniBand device), as the kernel's cma_bind_addr and cma_select_ib_ps.
+int bind_ib(Library& lib, IdPriv& id, const sockaddr* addr) {
+  const auto* sib = reinterpret_cast<const sockaddr_ib*>(addr);
+  const uint64_t sid = be64toh(sib->sib_sid);
+  const uint64_t mask = be64toh(sib->sib_sid_mask);
+  const uint16_t ps = ib_port_space(port_space_of(id), sid, mask);
+  if (ps == 0) return EPROTONOSUPPORT;
+  const auto port = static_cast<uint16_t>((mask & RDMA_IB_IP_PORT_MASK) == RDMA_IB_IP_PORT_MASK ? sid & 0xffff : 0);
+  ibv_gid gid{};
+  std::memcpy(gid.raw, &sib->sib_addr, 16);
+  const ibv_gid zero{};
+  std::vector<Device*> on;
+  if (std::memcmp(gid.raw, zero.raw, 16) == 0) {
+    for (auto& d : lib.devices) {
+      if (!d->ethernet) on.push_back(d.get());
+    }
+    if (on.empty()) return EADDRNOTAVAIL;
+  } else {
+    Device* local = nullptr;
+    for (auto& d : lib.devices) {
+      if (!d->ethernet && std::memcmp(d->gid.raw, gid.raw, 16) == 0) local = d.get();
+    }
+    if (local == nullptr) return EADDRNOTAVAIL;
+    bind_to_device(id, *local);
+    on.push_back(local);
+  }
+  std::memset(&id.id.route.addr.src_storage, 0, sizeof id.id.route.addr.src_storage);
+  std::memcpy(&id.id.route.addr.src_storage, addr, sizeof(sockaddr_ib));
+  id.id.route.addr.dst_addr.sa_family = AF_IB;
+  if (const int err = bind_service(lib, id, on, port, ps)) {
+    id.dev = nullptr;
+    id.id.verbs = nullptr;
+    id.id.pd = nullptr;
+    id.id.port_num = 0;
+    return err;
+  }
+  id.state = IdState::kAddrBound;
+  return 0;
+}
+
 int bind_addr(Library& lib, IdPriv& id, const sockaddr* addr) {
   uint32_t ip = 0;
   uint16_t port = 0;
   if (id.state != IdState::kIdle) return EINVAL;
-  // librdmacm refuses a family it has no length for itself (ucma_addrlen); AF_IB it knows, and
-  // softhca's rdma_cm does not take.
+  // librdmacm refuses a family it has no length for itself (ucma_addrlen).
   if (addr == nullptr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6 && addr->sa_family != AF_IB))
     return EINVAL;
-  if (addr->sa_family == AF_IB) return EAFNOSUPPORT;
+  if (addr->sa_family == AF_IB) return bind_ib(lib, id, addr);
   if (!ipv4_of(addr, &ip, &port)) return EADDRNOTAVAIL;
   std::vector<Device*> on;
   if (is_any(ip)) {
@@ -240,18 +303,45 @@ ibv_ah_attr ah_attr_of(const IdPriv& id) {
   return a;
 }
 
+// Resolution of an AF_IB destination: the GID names the port (ib_address.cc find_gid_peer).
+int resolve_ib(Library& lib, IdPriv& id, const sockaddr_ib& dst) {
+  Device* from = id.dev != nullptr ? id.dev : lib.first_device();
+  if (from == nullptr) return ENODEV;
+  ibv_gid gid{};
+  std::memcpy(gid.raw, &dst.sib_addr, 16);
+  Device* local = nullptr;
+  uint16_t lid = 0;
+  if (const int err = find_gid_peer(lib, *from, gid, &local, &lid)) {
+    lib.report(&id, RDMA_CM_EVENT_ADDR_ERROR, -err);
+    return 0;
+  }
+  Device& dev = id.dev != nullptr ? *id.dev : (local != nullptr ? *local : *from);
+  bind_to_device(id, dev);
+  auto& s = reinterpret_cast<sockaddr_ib&>(id.id.route.addr.src_storage);
+  if (s.sib_family == AF_IB) std::memcpy(&s.sib_addr, dev.gid.raw, 16);
+  std::memcpy(&id.id.route.addr.addr.ibaddr.dgid, &gid, 16);
+  id.peer.lid = lid;
+  id.peer.global = dev.ethernet;
+  id.peer.gid = gid;
+  id.state = IdState::kAddrResolved;
+  lib.report(&id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+  return 0;
+}
+
 int resolve_addr(Library& lib, IdPriv& id, const sockaddr* src, const sockaddr* dst) {
   uint32_t dst_ip = 0;
   uint16_t dst_port = 0;
   if (dst == nullptr) return EINVAL;
   if (id.state == IdState::kIdle) {
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
+    // No source: the wildcard of the destination's family, as the kernel's cma_bind_addr.
+    sockaddr_storage any{};
+    any.ss_family = dst->sa_family == AF_IB ? AF_IB : AF_INET;
     if (const int err = bind_addr(lib, id, src != nullptr ? src : reinterpret_cast<const sockaddr*>(&any))) return err;
   }
   if (id.state != IdState::kAddrBound) return EINVAL;
   std::memset(&id.id.route.addr.dst_storage, 0, sizeof id.id.route.addr.dst_storage);
   std::memcpy(&id.id.route.addr.dst_storage, dst, sockaddr_len(dst));
+  if (dst->sa_family == AF_IB) return resolve_ib(lib, id, *reinterpret_cast<const sockaddr_ib*>(dst));
   if (!ipv4_of(dst, &dst_ip, &dst_port)) {
     lib.report(&id, RDMA_CM_EVENT_ADDR_ERROR, -EAFNOSUPPORT);
     return 0;
@@ -337,83 +427,16 @@ int rdma_resolve_route(rdma_cm_id* id, int /*timeout_ms*/) {
 
 __be16 rdma_get_src_port(rdma_cm_id* id) {
   const sockaddr* sa = &id->route.addr.src_addr;
+  if (sa->sa_family == AF_IB) return htons(static_cast<uint16_t>(ib_sid_of(id->route.addr.src_storage) & 0xffff));
   if (sa->sa_family == AF_INET6) return reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port;
   return reinterpret_cast<const sockaddr_in*>(sa)->sin_port;
 }
 
 __be16 rdma_get_dst_port(rdma_cm_id* id) {
   const sockaddr* sa = &id->route.addr.dst_addr;
+  if (sa->sa_family == AF_IB) return htons(static_cast<uint16_t>(ib_sid_of(id->route.addr.dst_storage) & 0xffff));
   if (sa->sa_family == AF_INET6) return reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port;
   return reinterpret_cast<const sockaddr_in*>(sa)->sin_port;
-}
-
-int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service == nullptr && hints == nullptr)) return fail(EINVAL);
-  if (Library::get() == nullptr) return -1;
-  addrinfo h{};
-  const int flags = hints ? hints->ai_flags : 0;
-  if (flags & RAI_PASSIVE) h.ai_flags |= AI_PASSIVE;
-  if (flags & RAI_NUMERICHOST) h.ai_flags |= AI_NUMERICHOST;
-  if (hints && hints->ai_family == AF_IB) return EAI_FAMILY;  // AF_IB addresses: not supported
-  h.ai_family = hints ? hints->ai_family : AF_UNSPEC;
-  const int qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : 0;
-  const int ps = hints && hints->ai_port_space ? hints->ai_port_space : 0;
-  h.ai_socktype = qp_type == IBV_QPT_UD || ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? SOCK_DGRAM : SOCK_STREAM;
-  addrinfo* list = nullptr;
-  if (const int rc = ::getaddrinfo(node, service, &h, &list); rc != 0) return rc;
-  // The first result, IPv4 before IPv6 when the caller named no family (softhca's addresses are IPv4).
-  const addrinfo* pick = list;
-  if (pick == nullptr) return EAI_NONAME;
-  for (const addrinfo* a = list; a != nullptr && h.ai_family == AF_UNSPEC; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      pick = a;
-      break;
-    }
-  }
-  auto* r = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
-  auto* sa = static_cast<sockaddr*>(std::calloc(1, pick->ai_addrlen));
-  if (r == nullptr || sa == nullptr) {
-    std::free(r);
-    std::free(sa);
-    ::freeaddrinfo(list);
-    return fail(ENOMEM);
-  }
-  std::memcpy(sa, pick->ai_addr, pick->ai_addrlen);
-  r->ai_family = pick->ai_family;
-  r->ai_qp_type = qp_type ? qp_type : (pick->ai_socktype == SOCK_DGRAM ? IBV_QPT_UD : IBV_QPT_RC);
-  r->ai_port_space = ps ? ps : (pick->ai_socktype == SOCK_DGRAM ? RDMA_PS_UDP : RDMA_PS_TCP);
-  if (flags & RAI_PASSIVE) {
-    r->ai_flags = RAI_PASSIVE;
-    r->ai_src_addr = sa;
-    r->ai_src_len = pick->ai_addrlen;
-  } else {
-    r->ai_dst_addr = sa;
-    r->ai_dst_len = pick->ai_addrlen;
-    if (hints && hints->ai_src_len > 0 && hints->ai_src_addr != nullptr) {
-      r->ai_src_addr = static_cast<sockaddr*>(std::malloc(hints->ai_src_len));
-      if (r->ai_src_addr != nullptr) {
-        std::memcpy(r->ai_src_addr, hints->ai_src_addr, hints->ai_src_len);
-        r->ai_src_len = hints->ai_src_len;
-      }
-    }
-  }
-  ::freeaddrinfo(list);
-  *res = r;
-  return 0;
-}
-
-void rdma_freeaddrinfo(rdma_addrinfo* res) {
-  while (res != nullptr) {
-    rdma_addrinfo* next = res->ai_next;
-    std::free(res->ai_src_addr);
-    std::free(res->ai_dst_addr);
-    std::free(res->ai_src_canonname);
-    std::free(res->ai_dst_canonname);
-    std::free(res->ai_route);
-    std::free(res->ai_connect);
-    std::free(res);
-    res = next;
-  }
 }
 
 }  // extern "C"

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "cm/cma_header.h"
@@ -36,6 +37,14 @@ uint16_t port_host(const sockaddr_storage& ss) {
 
 bool is_ud(const IdPriv& id) { return id.id.qp_type == IBV_QPT_UD; }
 
+// The service ID a connection asks for: the port space and the destination port, or what an AF_IB
+// destination names (rdmacm.md §3.5).
+cm::ServiceId service_of(const IdPriv& id) {
+  const sockaddr_storage& dst = id.id.route.addr.dst_storage;
+  if (is_af_ib(dst)) return cm::ServiceId(ib_sid_of(dst));
+  return cm::ServiceId(uint64_t{static_cast<uint16_t>(id.id.ps)} << 16 | port_host(dst));
+}
+
 // The local ACK timeout a kernel CM puts in its REQ (rdmacm.md §4.8) for packet lifetime plt.
 uint8_t cm_ack_timeout(uint8_t ack_delay, uint8_t plt) {
   int t = plt + 1;
@@ -53,7 +62,22 @@ cm::Gid gid_of(const ibv_gid& g) {
   return out;
 }
 
-// The CMA header and user data as REQ or SIDR_REQ private data.
+// The CMA header and user data as REQ or SIDR_REQ private data; AF_IB ids send the user's bytes
+// alone (no header: the whole private data is theirs).
+template <class Request>
+bool set_private_data(Request& r, const IdPriv& id, const cm::CmaHeader& h, const std::vector<uint8_t>& user) {
+  if (is_af_ib(id.id.route.addr.dst_storage)) return r.private_data.assign(user);
+  if constexpr (std::is_same_v<Request, cm::Req>) {
+    return cm::set_req_private_data(r, h, user);
+  } else {
+    return cm::set_sidr_req_private_data(r, h, user);
+  }
+}
+
+size_t user_limit(const IdPriv& id, size_t with_header, size_t field) {
+  return is_af_ib(id.id.route.addr.dst_storage) ? field : with_header;
+}
+
 cm::CmaHeader header_of(const IdPriv& id) {
   return cm::CmaHeader::ipv4(ipv4_host(id.id.route.addr.src_storage), port_host(id.id.route.addr.src_storage),
                              ipv4_host(id.id.route.addr.dst_storage));
@@ -70,11 +94,11 @@ std::vector<uint8_t> user_data(const IdPriv& id, const rdma_conn_param* p) {
 
 int connect_ud(Library& lib, IdPriv& id, const rdma_conn_param* p) {
   const std::vector<uint8_t> user = user_data(id, p);
-  if (user.size() > cm::kSidrReqUserBytes) return EINVAL;
+  if (user.size() > user_limit(id, cm::kSidrReqUserBytes, cm::kSidrReqPrivateDataBytes)) return EINVAL;
   cm::SidrReq q;
   q.pkey = 0xffff;
-  q.service_id = cm::ServiceId(uint64_t{static_cast<uint16_t>(id.id.ps)} << 16 | port_host(id.id.route.addr.dst_storage));
-  if (!cm::set_sidr_req_private_data(q, header_of(id), user)) return EINVAL;
+  q.service_id = service_of(id);
+  if (!set_private_data(q, id, header_of(id), user)) return EINVAL;
   Device& dev = *id.dev;
   cm::SidrRequest& s = dev.table->create_sidr();
   id.comm_id = s.request_id();
@@ -98,9 +122,9 @@ int connect_rc(Library& lib, IdPriv& id, const rdma_conn_param* p) {
   if (resp == 0xff) resp = static_cast<uint8_t>(dev.attr.max_qp_rd_atom);
   if (init == 0xff) init = static_cast<uint8_t>(dev.attr.max_qp_init_rd_atom);
   const std::vector<uint8_t> user = user_data(id, p);
-  if (user.size() > cm::kReqUserBytes) return EINVAL;
+  if (user.size() > user_limit(id, cm::kReqUserBytes, cm::kReqPrivateDataBytes)) return EINVAL;
   cm::Req r;
-  r.service_id = cm::ServiceId(uint64_t{static_cast<uint16_t>(id.id.ps)} << 16 | port_host(id.id.route.addr.dst_storage));
+  r.service_id = service_of(id);
   r.local_qpn = Qpn(id.id.qp ? id.id.qp->qp_num : p->qp_num);
   r.responder_resources = resp;
   r.initiator_depth = init;
@@ -125,7 +149,7 @@ int connect_rc(Library& lib, IdPriv& id, const rdma_conn_param* p) {
   r.primary.hop_limit = id.path.hop_limit;
   r.primary.subnet_local = id.path.hop_limit <= 1;
   r.primary.local_ack_timeout = id.ack_timeout.value_or(cm_ack_timeout(kTargetAckDelay, kPacketLifeTime));
-  if (!cm::set_req_private_data(r, header_of(id), user)) return EINVAL;
+  if (!set_private_data(r, id, header_of(id), user)) return EINVAL;
   cm::Connection& c = dev.table->create();
   id.comm_id = c.local_id().value();
   lib.by_comm_id[id.comm_id] = &id;

@@ -33,9 +33,33 @@ void set_ipv4(sockaddr_storage& ss, uint32_t ip_host, uint16_t port_host) {
   sin->sin_port = htons(port_host);
 }
 
+// A request's addresses: the CMA header's (IP ids), or for an AF_IB listener the GIDs and the
+// service ID (no header).
+struct RequestAddresses {
+  bool af_ib = false;
+  cm::CmaHeader header;
+  uint64_t service_id = 0;
+};
+
+// Reads what a request's private data says of its addresses; false when an IP listener gets no
+// valid IPv4 header. `user` is then the application's part of the private data.
+bool addresses_of(const IdPriv& listener, uint64_t service_id, std::span<const uint8_t> data, RequestAddresses& a,
+                  std::span<const uint8_t>& user) {
+  if (is_af_ib(listener.id.route.addr.src_storage)) {
+    a.af_ib = true;
+    a.service_id = service_id;
+    user = data;
+    return true;
+  }
+  if (cm::decode_cma_header(data, a.header) != cm::CmaHeaderStatus::kOk || a.header.ip_version != cm::IpVersion::kV4)
+    return false;
+  user = data.subspan(cm::kCmaHeaderBytes);
+  return true;
+}
+
 // A new passive id for a request that reached `listener` on `dev` (rdmacm.md §3.9).
-IdPriv* new_passive_id(Library& lib, IdPriv* listener, Device& dev, const cm::CmaHeader& h, const PeerAddress& from,
-                       const ibv_gid& peer_gid) {
+IdPriv* new_passive_id(Library& lib, IdPriv* listener, Device& dev, const RequestAddresses& a,
+                       const PeerAddress& from, const ibv_gid& peer_gid) {
   auto* id = new (std::nothrow) IdPriv;
   if (id == nullptr) return nullptr;
   id->channel = listener->channel->sync ? new_channel(true) : listener->channel;
@@ -54,8 +78,14 @@ IdPriv* new_passive_id(Library& lib, IdPriv* listener, Device& dev, const cm::Cm
   id->listener = listener;
   id->state = IdState::kConnect;
   id->peer = from;
-  set_ipv4(id->id.route.addr.src_storage, h.dst_ipv4(), static_cast<uint16_t>(listener->service_id & 0xffff));
-  set_ipv4(id->id.route.addr.dst_storage, h.src_ipv4(), h.src_port);
+  if (a.af_ib) {
+    set_ib_address(id->id.route.addr.src_storage, dev.gid, listener->service_id);
+    set_ib_address(id->id.route.addr.dst_storage, peer_gid, a.service_id);
+  } else {
+    const cm::CmaHeader& h = a.header;
+    set_ipv4(id->id.route.addr.src_storage, h.dst_ipv4(), static_cast<uint16_t>(listener->service_id & 0xffff));
+    set_ipv4(id->id.route.addr.dst_storage, h.src_ipv4(), h.src_port);
+  }
   fill_route(*id, dev, from.lid, peer_gid);
   lib.ids.insert(id);
   return id;
@@ -77,12 +107,13 @@ void on_req(Library& lib, Device& dev, const cm::Event& e, const PeerAddress* fr
   cm::Connection* conn = dev.table->find(e.comm_id);
   if (conn == nullptr || from == nullptr) return;
   IdPriv* listener = find_listener(lib, dev, r.service_id.value());
-  cm::CmaHeader h;
-  const bool header_ok =
-      cm::decode_cma_header(r.private_data.view(), h) == cm::CmaHeaderStatus::kOk && h.ip_version == cm::IpVersion::kV4;
+  RequestAddresses a;
+  std::span<const uint8_t> user;
+  const std::span<const uint8_t> data(r.private_data.bytes);
+  const bool header_ok = listener != nullptr && addresses_of(*listener, r.service_id.value(), data, a, user);
   ibv_gid peer_gid{};
   std::memcpy(peer_gid.raw, r.primary.local_gid.data(), 16);
-  IdPriv* id = listener && header_ok ? new_passive_id(lib, listener, dev, h, *from, peer_gid) : nullptr;
+  IdPriv* id = header_ok ? new_passive_id(lib, listener, dev, a, *from, peer_gid) : nullptr;
   if (id == nullptr) {
     // The rdma_cm layer refuses what reached the CM but no id can take (rdmacm.md §4.11, 5).
     lib.run(dev, conn->reject(now(), cm::RejReason::kConsumerDefined), from);
@@ -103,18 +134,18 @@ void on_req(Library& lib, Device& dev, const cm::Event& e, const PeerAddress* fr
   c.rnr_retry_count = r.rnr_retry_count;
   c.srq = r.srq;
   c.qp_num = r.local_qpn.value();
-  const std::span<const uint8_t> user = cm::req_user_data(r);
-  lib.report(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &c, nullptr, user.data(), cm::kReqUserBytes, listener, listener);
+  lib.report(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &c, nullptr, user.data(), user.size(), listener, listener);
 }
 
 void on_sidr_req(Library& lib, Device& dev, const cm::Event& e, const PeerAddress* from) {
   const cm::SidrReq& q = std::get<cm::SidrReq>(e.payload);
   if (from == nullptr) return;
   IdPriv* listener = find_listener(lib, dev, q.service_id.value());
-  cm::CmaHeader h;
-  const bool header_ok = cm::decode_cma_header(q.private_data.view(), h) == cm::CmaHeaderStatus::kOk &&
-                         h.ip_version == cm::IpVersion::kV4;
-  IdPriv* id = listener && header_ok ? new_passive_id(lib, listener, dev, h, *from, from->gid) : nullptr;
+  RequestAddresses a;
+  std::span<const uint8_t> user;
+  const std::span<const uint8_t> data(q.private_data.bytes);
+  const bool header_ok = listener != nullptr && addresses_of(*listener, q.service_id.value(), data, a, user);
+  IdPriv* id = header_ok ? new_passive_id(lib, listener, dev, a, *from, from->gid) : nullptr;
   if (id == nullptr) {
     lib.run(dev, dev.table->sidr_reply(now(), q.request_id, sender_key_of(*from),
                                        cm::make_sidr_rep(q, cm::SidrStatus::kRejected)),
@@ -124,9 +155,7 @@ void on_sidr_req(Library& lib, Device& dev, const cm::Event& e, const PeerAddres
   id->sidr_request_id = q.request_id;
   id->sidr_sender_key = sender_key_of(*from);
   rdma_ud_param u{};
-  const std::span<const uint8_t> user = cm::sidr_req_user_data(q);
-  lib.report(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, nullptr, &u, user.data(), cm::kSidrReqUserBytes, listener,
-             listener);
+  lib.report(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, nullptr, &u, user.data(), user.size(), listener, listener);
 }
 
 void on_sidr_rep(Library& lib, const cm::Event& e) {

@@ -268,8 +268,23 @@ void qp_to_error(IdPriv& id);
 // Waits for the next event of a synchronous id and keeps it in id->event (the lock not held):
 // 0, or -1 with errno from the event (rdmacm.md §3.4).
 int sync_wait(IdPriv& id);
-// Binding (addresses.cc): the id's service ID on the agents of `on` (port 0: one is picked).
-int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint16_t port);
+// Binding (addresses.cc): the id's service ID (port space `ps` << 16 | port, ps 0: the id's own)
+// on the agents of `on` (port 0: one is picked).
+int bind_service(Library& lib, IdPriv& id, const std::vector<Device*>& on, uint16_t port, uint16_t ps = 0);
+
+// ---- AF_IB addresses: a GID and a service ID (ib_address.cc, docs/rdma-cm.md) ----
+bool is_af_ib(const sockaddr_storage& ss);
+// The service ID an AF_IB address names (host order), as masked by its sid mask.
+uint64_t ib_sid_of(const sockaddr_storage& ss);
+// Writes an AF_IB address: P_Key 0xffff, `gid`, service ID `sid` with an all-ones mask.
+void set_ib_address(sockaddr_storage& ss, const ibv_gid& gid, uint64_t sid);
+// The port space an AF_IB bind of an id of port space `id_ps` selects from the service ID and
+// mask (the kernel's choice: PS_IB for an IB id naming it, else TCP or UDP when named and
+// compatible); 0 when none, which the kernel refuses with EPROTONOSUPPORT.
+uint16_t ib_port_space(uint16_t id_ps, uint64_t sid, uint64_t mask);
+// The host the GID names as `from` reaches it: a device of this process, or on InfiniBand the LID
+// the softhca GUID in it carries (docs/addresses.md); 0 or EHOSTUNREACH.
+int find_gid_peer(Library& lib, Device& from, const ibv_gid& gid, Device** local, uint16_t* lid);
 void unbind_service(IdPriv& id);
 // The kernel's cma_check_port: 0, or the errno of a conflict of `id` on service `sid` with another
 // owner of it — EADDRNOTAVAIL when either address is a wildcard, EADDRINUSE when both are the

@@ -26,7 +26,8 @@ struct FabricRegistry::Entry {
   uint16_t lid;
   uint32_t ipv4_be;
   uint16_t udp_port;
-  uint8_t reserved_0x4a[6];
+  uint8_t ipoib_be[4];  // HostAddress::ipoib_be (was reserved: 0 in older files, "not set")
+  uint8_t reserved_0x4e[2];
 };
 static_assert(sizeof(FabricRegistry::Entry) == 80);
 
@@ -164,8 +165,21 @@ int FabricRegistry::set_address(const std::string& host, uint32_t ipv4_be, uint1
   return err != 0 ? err : found ? 0 : ENOENT;
 }
 
-uint32_t FabricRegistry::claim_ipv4(const std::string& host, uint32_t preferred_be, uint32_t fallback_be) {
+uint32_t FabricRegistry::claim_ipv4(const std::string& host, uint32_t preferred_be, uint32_t fallback_be,
+                                    bool ipoib) {
   uint32_t chosen = 0;
+  const auto get = [ipoib](const Entry& e) {
+    uint32_t v = e.ipv4_be;
+    if (ipoib) std::memcpy(&v, e.ipoib_be, 4);
+    return v;
+  };
+  const auto set = [ipoib](Entry& e, uint32_t v) {
+    if (ipoib) {
+      std::memcpy(e.ipoib_be, &v, 4);
+    } else {
+      e.ipv4_be = v;
+    }
+  };
   const int err = with_file(false, nullptr, [&](const PrivateDir&, File& f) {
     Entry* mine = nullptr;
     bool taken = false;
@@ -173,13 +187,13 @@ uint32_t FabricRegistry::claim_ipv4(const std::string& host, uint32_t preferred_
       if (e.name[0] == '\0') continue;
       if (host == e.name) {
         mine = &e;
-      } else if (e.ipv4_be == preferred_be) {
+      } else if (get(e) == preferred_be) {
         taken = true;
       }
     }
     if (mine == nullptr) return false;
-    if (mine->ipv4_be == 0) mine->ipv4_be = taken ? fallback_be : preferred_be;
-    chosen = mine->ipv4_be;
+    if (get(*mine) == 0) set(*mine, taken ? fallback_be : preferred_be);
+    chosen = get(*mine);
     return true;
   });
   if (err != 0) errno = err;
@@ -205,7 +219,10 @@ std::vector<HostAddress> FabricRegistry::hosts() const {
   std::vector<HostAddress> out;
   with_file(false, nullptr, [&](const PrivateDir&, File& f) {
     for (const Entry& e : f.entries) {
-      if (e.name[0] != '\0') out.push_back(HostAddress{e.name, e.lid, e.ipv4_be, e.udp_port});
+      if (e.name[0] == '\0') continue;
+      HostAddress h{e.name, e.lid, e.ipv4_be, e.udp_port, 0};
+      std::memcpy(&h.ipoib_be, e.ipoib_be, 4);
+      out.push_back(std::move(h));
     }
     return false;
   });
@@ -215,6 +232,13 @@ std::vector<HostAddress> FabricRegistry::hosts() const {
 std::optional<HostAddress> FabricRegistry::find_by_lid(uint16_t lid) const {
   for (HostAddress& h : hosts()) {
     if (h.lid == lid) return std::move(h);
+  }
+  return std::nullopt;
+}
+
+std::optional<HostAddress> FabricRegistry::find_by_ipoib(uint32_t ipv4_be) const {
+  for (HostAddress& h : hosts()) {
+    if (ipv4_be != 0 && h.ipoib_be == ipv4_be) return std::move(h);
   }
   return std::nullopt;
 }

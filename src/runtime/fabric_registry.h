@@ -20,6 +20,9 @@ struct HostAddress {
   uint16_t lid = 0;
   uint32_t ipv4_be = 0;   // 0: not set yet
   uint16_t udp_port = 0;  // host byte order; 0: not set yet
+  // An InfiniBand host's IPoIB-style address, which rdma_cm resolves (docs/addresses.md); the
+  // carrier's address above is another. 0: not set (RoCE hosts: GID 0's is ipv4_be).
+  uint32_t ipoib_be = 0;
 };
 
 class FabricRegistry {
@@ -41,13 +44,16 @@ class FabricRegistry {
   // (docs/addresses.md): `preferred` unless another host of the fabric has it, else `fallback`;
   // chosen and recorded in one step under the file's lock, so two hosts never get the same. A
   // host that already has an address keeps it. 0 with errno set when the host is not registered.
-  uint32_t claim_ipv4(const std::string& host, uint32_t preferred_be, uint32_t fallback_be);
+  // ipoib: the InfiniBand host's rdma_cm address (HostAddress::ipoib_be) instead of ipv4_be.
+  uint32_t claim_ipv4(const std::string& host, uint32_t preferred_be, uint32_t fallback_be, bool ipoib = false);
   // Removes a host's entry; the file goes when the last entry does. 0 or an errno.
   int remove_host(const std::string& host);
 
   // Lookups. A registry that is missing or fails its checks holds no host.
   [[nodiscard]] std::optional<HostAddress> find_by_lid(uint16_t lid) const;
   [[nodiscard]] std::optional<HostAddress> find_by_name(const std::string& host) const;
+  // The InfiniBand host whose rdma_cm address (ipoib_be) is `ipv4_be`.
+  [[nodiscard]] std::optional<HostAddress> find_by_ipoib(uint32_t ipv4_be) const;
   [[nodiscard]] std::vector<HostAddress> hosts() const;
 
   struct Entry;

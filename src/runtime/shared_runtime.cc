@@ -265,25 +265,29 @@ bool SharedRuntime::Impl::attach(std::string& error) {
     d->ranges.clear_keeping_generations();
     std::memset(static_cast<void*>(&d->pcie), 0, sizeof d->pcie);
   };
-  // Ethernet with no SOFTHCA_IP: the host's default address (docs/addresses.md), claimed in the
-  // registry by the host's first process and read from it by the others.
-  const bool default_ip = ethernet() && link_.ipv4 == 0;
+  // No SOFTHCA_IP: the host's default address (docs/addresses.md), claimed in the registry by the
+  // host's first process and read from it by the others. On Ethernet it is GID 0's and the
+  // carrier's; on InfiniBand the IPoIB-style address rdma_cm resolves (the registry's ipoib field:
+  // the carrier's own address is another).
+  const bool default_ip = link_.ipv4 == 0;
+  const bool ipoib = !ethernet();
   so.assign_identity = [&](uint16_t& lid, uint64_t& guid, std::string& why) {
     lid = registry_.register_host(options_.names.host, &why);
     if (lid == 0) return false;
     if (default_ip) {
       const uint32_t fallback = loopback_host_ipv4(::geteuid(), options_.names.fabric, lid);
-      const uint32_t ip_be = registry_.claim_ipv4(options_.names.host, htonl(default_host_ipv4()), htonl(fallback));
+      const uint32_t ip_be =
+          registry_.claim_ipv4(options_.names.host, htonl(default_host_ipv4()), htonl(fallback), ipoib);
       if (ip_be == 0) {
         why = "cannot record the host's address in " + registry_.path() + ": " + std::strerror(errno);
         return false;
       }
       link_.ipv4 = ntohl(ip_be);
       link_.netdev_mtu = interface_mtu_of(link_.ipv4);
-    } else if (ethernet()) {
+    } else {
       // An address given (SOFTHCA_IP / --ip) is recorded too, for whoever names this host by it
-      // (softhca hosts, docs/addresses.md).
-      (void)registry_.claim_ipv4(options_.names.host, htonl(link_.ipv4), htonl(link_.ipv4));
+      // (softhca hosts, rdma_cm; docs/addresses.md).
+      (void)registry_.claim_ipv4(options_.names.host, htonl(link_.ipv4), htonl(link_.ipv4), ipoib);
     }
     guid = config_for(lid).caps.node_guid;
     if (options_.udp && !ethernet()) open_udp(true);
@@ -294,12 +298,15 @@ bool SharedRuntime::Impl::attach(std::string& error) {
   segment_path_ = segment_->path();
   if (default_ip && link_.ipv4 == 0) {
     const std::optional<HostAddress> h = registry_.find_by_name(options_.names.host);
-    if (!h || h->ipv4_be == 0) {
+    // An InfiniBand host's address is for rdma_cm alone: one a registry of an older softhca never
+    // recorded leaves rdma_cm the IPoIB-style default (verbs/cm_support.cc), the device unchanged.
+    const uint32_t ip_be = !h ? 0 : ipoib ? h->ipoib_be : h->ipv4_be;
+    if (ip_be == 0 && !ipoib) {
       error = "host " + options_.names.host + " has no address in " + registry_.path();
       segment_->detach(false);
       return false;
     }
-    link_.ipv4 = ntohl(h->ipv4_be);
+    link_.ipv4 = ntohl(ip_be);
     link_.netdev_mtu = interface_mtu_of(link_.ipv4);
   }
   config_ = config_for(segment_->lid());

@@ -16,10 +16,12 @@
 namespace softhca::tools {
 
 namespace {
-// The address a host answers to (docs/addresses.md): on Ethernet the one it claimed in the
-// registry (its GID 0), on InfiniBand its IPoIB-style default 127.F.(lid >> 8).(lid & 0xff).
+// The address a host answers to (docs/addresses.md): the one it claimed in the registry (on
+// Ethernet GID 0's, on InfiniBand the one rdma_cm resolves), else on InfiniBand the IPoIB-style
+// default 127.F.(lid >> 8).(lid & 0xff).
 uint32_t address_of(const HostsOptions& o, const runtime::HostAddress& h) {
   if (o.link == "roce") return ntohl(h.ipv4_be);
+  if (h.ipoib_be != 0) return ntohl(h.ipoib_be);
   return runtime::loopback_host_ipv4(::geteuid(), o.fabric, h.lid);
 }
 }  // namespace

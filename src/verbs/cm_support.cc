@@ -1,5 +1,6 @@
 // What softhca's librdmacm asks of libibverbs about addresses (softhca_ext.h, docs/addresses.md):
-// this host's IPv4 address and whether a LID names a host of the fabric. The answers come from the
+// this host's IPv4 address, whether a LID names a host of the fabric, and which host an InfiniBand
+// host's recorded address names. The answers come from the
 // same modules the runtime uses (runtime/link_config, runtime/fabric_registry), so the connection
 // manager, the carrier and the device view agree.
 #include <arpa/inet.h>
@@ -36,7 +37,26 @@ int host_ipv4(ibv_context* ctx, uint32_t* ipv4_be) {
   }
   runtime::HostNames names;
   if (!runtime::host_names_from_env(names, error)) return EINVAL;
+  // The address the host claimed in the registry (the machine's own for the fabric's first host on
+  // it), else the IPoIB-style default.
+  const runtime::FabricRegistry registry("/dev/shm", names.fabric);
+  if (const auto h = registry.find_by_name(names.host); h && h->ipoib_be != 0) {
+    *ipv4_be = h->ipoib_be;
+    return 0;
+  }
   *ipv4_be = htonl(runtime::loopback_host_ipv4(::geteuid(), names.fabric, port.lid));
+  return 0;
+}
+
+int lid_of_ipv4(ibv_context* ctx, uint32_t ipv4_be, uint16_t* lid) {
+  if (ctx == nullptr || lid == nullptr || ipv4_be == 0) return EINVAL;
+  runtime::HostNames names;
+  std::string error;
+  if (!runtime::host_names_from_env(names, error)) return EINVAL;
+  const runtime::FabricRegistry registry("/dev/shm", names.fabric);
+  const auto h = registry.find_by_ipoib(ipv4_be);
+  if (!h) return ENOENT;
+  *lid = h->lid;
   return 0;
 }
 

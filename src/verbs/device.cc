@@ -39,7 +39,8 @@ int track_connection(ibv_qp* agent, uint32_t local_comm_id, uint32_t remote_comm
 
 const softhca_ext_ops kExtOps = {softhca_ext_ops::kMagic,  softhca_ext_ops::kVersion, &driver::set_mad_agent,
                                  &driver::bind_service,    &driver::unbind_service,   &host_ipv4,
-                                 &fabric_has_lid,          &track_connection,         &driver::untrack_connection};
+                                 &fabric_has_lid,          &track_connection,         &driver::untrack_connection,
+                                 &lid_of_ipv4};
 
 namespace {
 

@@ -19,6 +19,7 @@ namespace softhca::verbs {
 extern const softhca_ext_ops kExtOps;  // device.cc
 int host_ipv4(ibv_context* ctx, uint32_t* ipv4_be);  // cm_support.cc
 int fabric_has_lid(ibv_context* ctx, uint16_t lid);
+int lid_of_ipv4(ibv_context* ctx, uint32_t ipv4_be, uint16_t* lid);
 }  // namespace softhca::verbs
 
 // The library-private part of every context, hung on verbs_context::priv. rdma-core reserves that

@@ -11,7 +11,7 @@
 
 struct softhca_ext_ops {
   static constexpr uint64_t kMagic = 0x31'54'58'45'41'43'48'53ull;  // "SHCAEXT1", little-endian
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;
   uint64_t magic;
   uint32_t version;
   // 0 or a positive errno, as driver::set_mad_agent, bind_service and unbind_service.
@@ -27,6 +27,9 @@ struct softhca_ext_ops {
   int (*track_connection)(ibv_qp* agent, uint32_t local_comm_id, uint32_t remote_comm_id, uint32_t remote_qpn,
                           uint16_t dlid, bool global, const uint8_t* dgid16);
   int (*untrack_connection)(ibv_qp* agent, uint32_t local_comm_id);
+  // InfiniBand: the LID of the fabric's host whose recorded rdma_cm address is `ipv4_be` (network
+  // byte order; docs/addresses.md). 0, ENOENT, or another positive errno.
+  int (*lid_of_ipv4)(ibv_context* ctx, uint32_t ipv4_be, uint16_t* lid);
 };
 
 // The table of a context opened by softhca's libibverbs, or nullptr for any other context.

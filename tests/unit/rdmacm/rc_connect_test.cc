@@ -11,12 +11,6 @@ namespace {
 
 using RcConnect = RdmaCmTest;
 
-std::vector<uint8_t> pattern(size_t n, uint8_t first) {
-  std::vector<uint8_t> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
-
 TEST_F(RcConnect, ResolveConnectAcceptCarryPrivateDataAndTakeBothQpsToRts) {
   uint16_t port = 0;
   rdma_cm_id* listener = listen_any(&port, RDMA_PS_TCP, kLoopback);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -37,6 +38,13 @@ inline uint16_t src_port(rdma_cm_id* id) { return ntohs(rdma_get_src_port(id)); 
 inline uint32_t src_ip(rdma_cm_id* id) { return ntohl(id->route.addr.src_sin.sin_addr.s_addr); }
 
 constexpr uint32_t kLoopback = 0x7f000001;  // 127.0.0.1
+
+// n bytes counting up from `first`: private data a test can recognise.
+inline std::vector<uint8_t> pattern(size_t n, uint8_t first) {
+  std::vector<uint8_t> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
 
 // An event, acknowledged when it goes out of scope (so that a failing test does not leave an
 // unacked event that makes rdma_destroy_id wait forever).

@@ -398,6 +398,41 @@ TEST(FabricRegistry, TheMachinesAddressGoesToOneHostOfTheFabricAndTheOthersGetTh
   b->detach(true);
 }
 
+// InfiniBand hosts record the address rdma_cm resolves apart from their carrier's: the same rule
+// (the machine's address to one host of the fabric), in its own field, found by find_by_ipoib.
+TEST(FabricRegistry, AnInfiniBandHostsRdmaCmAddressIsKeptApartFromItsCarriersAddress) {
+  const std::string fabric = unique_fabric();
+  std::string error;
+  auto a = attach_unlocked(options_for(fabric, "a"), error);
+  ASSERT_NE(a, nullptr) << error;
+  auto b = attach_unlocked(options_for(fabric, "b"), error);
+  ASSERT_NE(b, nullptr) << error;
+  FabricRegistry reg("/dev/shm", fabric);
+  ASSERT_EQ(reg.register_host("a"), 1);
+  ASSERT_EQ(reg.register_host("b"), 2);
+  const uint32_t carrier = htonl(0x7f000001);
+  ASSERT_EQ(reg.set_address("a", carrier, 40001), 0);
+  const uint32_t machine = htonl(0xc0000202);  // 192.0.2.2
+  const uint32_t fallback_b = htonl(loopback_host_ipv4(::geteuid(), fabric, 2));
+  EXPECT_EQ(reg.claim_ipv4("a", machine, 0, true), machine);
+  EXPECT_EQ(reg.claim_ipv4("b", machine, fallback_b, true), fallback_b);
+  // Expect: the carrier's endpoint is unchanged, and each address names its host.
+  const std::optional<HostAddress> ha = reg.find_by_name("a");
+  ASSERT_TRUE(ha);
+  EXPECT_EQ(ha->ipv4_be, carrier);
+  EXPECT_EQ(ha->udp_port, 40001);
+  EXPECT_EQ(ha->ipoib_be, machine);
+  ASSERT_TRUE(reg.find_by_ipoib(machine));
+  EXPECT_EQ(reg.find_by_ipoib(machine)->lid, 1);
+  ASSERT_TRUE(reg.find_by_ipoib(fallback_b));
+  EXPECT_EQ(reg.find_by_ipoib(fallback_b)->lid, 2);
+  EXPECT_FALSE(reg.find_by_ipoib(carrier)) << "a carrier address names no host for rdma_cm";
+  EXPECT_EQ(reg.remove_host("a"), 0);
+  EXPECT_EQ(reg.remove_host("b"), 0);
+  a->detach(true);
+  b->detach(true);
+}
+
 TEST(FabricRegistry, LoopbackHostAddressesAreIn127SlashEightAndNameTheHostsNumber) {
   const uint32_t ip = loopback_host_ipv4(1000, "lab", 0x0102);
   EXPECT_EQ(ip >> 24, 127u);
