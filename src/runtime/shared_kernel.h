@@ -36,11 +36,18 @@ class SharedKernel final : public pcie::HostKernel {
 };
 
 // Used by the device, under the device lock (PeerMemory is not thread-safe by itself).
+// Interrupts raised while a thread holds the device lock are delivered when it has let go
+// (hold_interrupts / release_interrupts around each device entry): a waiter woken by one would
+// otherwise run at once — the kernel lets a woken thread preempt its waker — and spin on the lock
+// its waker still holds, and a woken thread in another process needs that lock first thing (to
+// re-arm its CQ). Each thread holds and releases its own.
 class SharedBridge final : public pcie::HostBridge {
  public:
   SharedBridge(PeerMemory& peers, IrqSockets& irq) : peers_(peers), irq_(irq) {}
   std::span<uint8_t> map(uint64_t dma_addr, size_t len) override;
-  void deliver_msi(uint64_t vector) override { irq_.deliver(vector); }
+  void deliver_msi(uint64_t vector) override;
+  void hold_interrupts();
+  void release_interrupts();  // after the device lock is released: delivers what was held
   // DMA addresses refused because they carried slot 0.
   [[nodiscard]] uint64_t refused() const { return refused_; }
 

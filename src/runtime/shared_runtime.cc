@@ -117,13 +117,16 @@ class SharedRuntime::Impl final : public DeviceSlot,
     // Job-control stops wait until the lock is released (stop_deferral.h).
     explicit Entry(Impl& impl) : impl_(impl) {
       device_entered();
+      if (impl_.bridge_ != nullptr) impl_.bridge_->hold_interrupts();
       if (impl_.segment_->lock_device()) impl_.sweep_locked();
     }
     // Before the lock goes: ranges their owners unpublished are unmapped here, so that no mapping
-    // of this process keeps a deregistration's pages alive (PeerMemory::drop_unpublished).
+    // of this process keeps a deregistration's pages alive (PeerMemory::drop_unpublished). After
+    // it: the interrupts the entry raised (SharedBridge::hold_interrupts says why).
     ~Entry() {
       if (impl_.peers_ != nullptr) impl_.peers_->drop_unpublished();
       impl_.segment_->unlock_device();
+      if (impl_.bridge_ != nullptr) impl_.bridge_->release_interrupts();
       device_exited();
     }
     Entry(const Entry&) = delete;
