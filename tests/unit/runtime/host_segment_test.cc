@@ -15,12 +15,15 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "runtime/fabric_registry.h"
 #include "runtime/irq_socket.h"
 #include "runtime/link_config.h"
+#include "runtime/peer_memory.h"
+#include "runtime/shared_kernel.h"
 
 namespace softhca::runtime {
 namespace {
@@ -287,6 +290,58 @@ TEST(HostSegment, UarPagesAreOwnedPerProcessAndReleasedWithTheSlot) {
   EXPECT_TRUE(seg->free_dead_slot(2));
   EXPECT_EQ(seg->acquire_uar(4), 2);  // the dead child's page came back
   seg->unlock_device();
+  seg->detach(true);
+}
+
+// A device entry holds the interrupts it raises until it has let go of the device lock
+// (SharedBridge::hold_interrupts): each vector once, none before the outermost release, and a
+// thread that holds nothing delivers at once.
+TEST(SharedBridge, InterruptsRaisedInADeviceEntryGoOutOnceWhenTheEntryEnds) {
+  const std::string fabric = unique_fabric();
+  std::string error;
+  auto seg = attach_unlocked(options_for(fabric), error);
+  ASSERT_NE(seg, nullptr) << error;
+  IrqSockets irq(seg->instance(), seg->my_slot(), seg->start_time_of(seg->my_slot()),
+                 [&s = *seg](uint32_t slot) { return s.start_time_of(slot); });
+  uint64_t v1 = 0, v2 = 0;
+  const int fd1 = irq.alloc_vector(&v1);
+  const int fd2 = irq.alloc_vector(&v2);
+  ASSERT_GE(fd1, 0) << std::strerror(errno);
+  ASSERT_GE(fd2, 0) << std::strerror(errno);
+  PeerMemory peers(seg->my_slot(), [](uint32_t) { return nullptr; }, [](uint32_t) { return pid_t{0}; });
+  SharedBridge bridge(peers, irq);
+  const auto readable = [](int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+  };
+
+  bridge.hold_interrupts();
+  bridge.deliver_msi(v1);
+  bridge.deliver_msi(v1);
+  bridge.hold_interrupts();  // a nested entry
+  bridge.deliver_msi(v2);
+  bridge.release_interrupts();
+  // Expect: nothing went out while the outer entry lasts; another thread is not held.
+  EXPECT_EQ(irq.delivered(), 0u);
+  EXPECT_FALSE(readable(fd1));
+  std::thread other([&] { bridge.deliver_msi(v2); });
+  other.join();
+  EXPECT_EQ(irq.delivered(), 1u);
+  ASSERT_EQ(IrqSockets::wait_vector(fd2), 0);
+  bridge.release_interrupts();
+  // Expect: one firing per vector the entry raised, delivered at its end.
+  EXPECT_EQ(irq.delivered(), 3u);
+  EXPECT_TRUE(readable(fd1));
+  EXPECT_TRUE(readable(fd2));
+  EXPECT_EQ(IrqSockets::wait_vector(fd1), 0);
+  EXPECT_EQ(IrqSockets::wait_vector(fd2), 0);
+  // Expect: with nothing held, an interrupt goes out at once; a stray release changes nothing.
+  bridge.release_interrupts();
+  bridge.deliver_msi(v1);
+  EXPECT_EQ(irq.delivered(), 4u);
+  EXPECT_TRUE(readable(fd1));
+  irq.free_vector(v1, fd1);
+  irq.free_vector(v2, fd2);
   seg->detach(true);
 }
 
