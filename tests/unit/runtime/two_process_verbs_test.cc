@@ -397,6 +397,46 @@ int run_async_initiator(int in, int out) {
   return write_all(out, &done, 1) ? 0 : 65;
 }
 
+// `softhca port down` and `up` from a third process reach a process that has the device open: its
+// blocking ibv_get_async_event returns PORT_ERR, then PORT_ACTIVE, and ibv_query_port follows.
+int next_port_event(ibv_context* ctx, ibv_event_type type) {
+  pollfd pf{ctx->async_fd, POLLIN, 0};
+  if (::poll(&pf, 1, kWaitMs) != 1) return 1;
+  ibv_async_event ev{};
+  if (ibv_get_async_event(ctx, &ev) != 0) return 2;
+  const bool right = ev.event_type == type && ev.element.port_num == 1;
+  ibv_ack_async_event(&ev);
+  return right ? 0 : 3;
+}
+
+int run_port_target(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return e;
+  const uint8_t ready = 1;
+  if (!write_all(out, &ready, 1)) return 30;
+  if (int e = next_port_event(s.ctx, IBV_EVENT_PORT_ERR); e != 0) return 40 + e;
+  ibv_port_attr pa{};
+  if (ibv_query_port(s.ctx, 1, &pa) != 0 || pa.state != IBV_PORT_DOWN) return 50;
+  if (!write_all(out, &ready, 1)) return 31;
+  if (int e = next_port_event(s.ctx, IBV_EVENT_PORT_ACTIVE); e != 0) return 60 + e;
+  if (ibv_query_port(s.ctx, 1, &pa) != 0 || pa.state != IBV_PORT_ACTIVE) return 70;
+  uint8_t done = 0;
+  return read_bounded(in, &done, 1) ? 0 : 32;
+}
+
+// Runs `softhca port <state> --fabric F --host H`; its exit status.
+int run_port_tool(const std::string& state, const std::string& fabric, const std::string& host) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(SOFTHCA_TOOL, "softhca", "port", state.c_str(), "--fabric", fabric.c_str(), "--host", host.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 pid_t spawn(const std::string& fabric, const std::string& host, int (*role)(int, int), int in, int out) {
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -495,6 +535,23 @@ TEST(TwoProcessVerbs, CommEstAndQpAccessErrReachTheBlockedAsyncWaiterOfTheOtherP
 
 TEST(TwoProcessVerbs, CommEstAndQpAccessErrReachTheBlockedAsyncWaiterOfAProcessOnAnotherHost) {
   run_pair("hcasyncudp-" + std::to_string(::getpid()), "a", "b", run_async_target, run_async_initiator);
+}
+
+TEST(TwoProcessVerbs, SofthcaPortDownAndUpReachAnotherProcessOfTheHostAsPortErrAndPortActive) {
+  const std::string fabric = "hcport-" + std::to_string(::getpid());
+  int to_target[2];
+  int from_target[2];
+  ASSERT_EQ(::pipe(to_target), 0);
+  ASSERT_EQ(::pipe(from_target), 0);
+  const pid_t target = spawn(fabric, "host0", run_port_target, to_target[0], from_target[1]);
+  uint8_t step = 0;
+  EXPECT_TRUE(read_bounded(from_target[0], &step, 1));  // its context is open
+  EXPECT_EQ(run_port_tool("down", fabric, "host0"), 0);
+  EXPECT_TRUE(read_bounded(from_target[0], &step, 1));  // it saw PORT_ERR and PORT_DOWN
+  EXPECT_EQ(run_port_tool("up", fabric, "host0"), 0);
+  EXPECT_TRUE(write_all(to_target[1], &step, 1));
+  EXPECT_EQ(reap(target), 0);
+  for (int fd : {to_target[0], to_target[1], from_target[0], from_target[1]}) ::close(fd);
 }
 
 TEST(TwoProcessVerbs, WritesIntoRegionsTheTargetMadeReadOnlyOrUnmappedLandInItsPinnedPagesAndDeregistrationReachesThePeer) {
