@@ -54,7 +54,7 @@ struct Side {
     link.uar_index = slot.acquire_uar();
     link.blueflame = driver::BlueFlameMode::kOff;
     link.kernel = &slot.kernel();
-    ctx = &driver::open_context(&device, link, -1, -1)->context;
+    ctx = &driver::open_context(&device, link, -1)->context;
     pd = driver::alloc_pd(ctx);
     check(pd != nullptr, "alloc_pd");
     mr = driver::reg_mr(pd, buf.data(), buf.size(), reinterpret_cast<uintptr_t>(buf.data()),

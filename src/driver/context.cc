@@ -75,7 +75,7 @@ void fill_device_attr(const hwif::DeviceCaps& c, ibv_device_attr& a) {
 
 }  // namespace
 
-verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_fd, int async_fd) {
+verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_fd) {
   if (link.host_port == nullptr || link.cmd == nullptr || link.kernel == nullptr) return fail_errno<verbs_context>(EINVAL);
   hwif::QueryDeviceOut dev;
   if (int err = hwif::exec_cmd(*link.cmd, hwif::QueryDeviceIn{}, dev); err != 0) return fail_errno<verbs_context>(err);
@@ -84,6 +84,10 @@ verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_
   if (ctx == nullptr) return fail_errno<verbs_context>(ENOMEM);
   ctx->link = link;
   ctx->caps = dev.caps;
+  if (int err = open_async_events(*ctx); err != 0) {
+    delete ctx;
+    return fail_errno<verbs_context>(err);
+  }
 
   verbs_context& v = ctx->vctx;
   v.sz = sizeof(verbs_context);
@@ -92,7 +96,7 @@ verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_
   ibv_context& c = v.context;
   c.device = device;
   c.cmd_fd = cmd_fd;
-  c.async_fd = async_fd;
+  c.async_fd = ctx->async_eq.fd;
   c.num_comp_vectors = static_cast<int>(std::max<uint32_t>(dev.caps.num_comp_vectors, 1));
   c.abi_compat = reinterpret_cast<void*>(std::numeric_limits<uintptr_t>::max());  // __VERBS_ABI_IS_EXTENDED
   pthread_mutex_init(&c.mutex, nullptr);
@@ -108,8 +112,9 @@ verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_
 int close_context(ibv_context* ibctx_ptr) {
   Context* ctx = to_ctx(ibctx_ptr);
   ibv_context& c = ctx->vctx.context;
+  // Every object of the context is gone (libibverbs' contract): the async EQ has no users.
+  if (int err = close_async_events(*ctx); err != 0) return err;
   if (c.cmd_fd >= 0) ::close(c.cmd_fd);
-  if (c.async_fd >= 0 && c.async_fd != c.cmd_fd) ::close(c.async_fd);
   pthread_mutex_destroy(&c.mutex);
   delete ctx;
   return 0;

@@ -69,8 +69,9 @@ ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, in
   in.ring_addr = cq->ring.dma_addr();
   in.dbrec_addr = cq->dbrec_page.dma_addr();
   in.log_nent = log_nent;
-  in.eqn = cq->channel == nullptr ? hwif::kNoEq : cq->channel->eqn;
+  in.eqn = cq->channel == nullptr ? hwif::kNoEq : cq->channel->eq.eqn;
   in.uar_index = ctx->link.uar_index;
+  in.async_eqn = ctx->async_eq.eqn;
   hwif::CreateCqOut out;
   if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
     delete cq;
@@ -88,7 +89,7 @@ ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, in
     }
   }
   if (cq->channel != nullptr) {
-    std::lock_guard g(cq->channel->lock);
+    std::lock_guard g(cq->channel->eq.lock);
     cq->channel->users.fetch_add(1, std::memory_order_relaxed);
     cq->channel->ch.refcnt++;
   }
@@ -162,13 +163,17 @@ int destroy_cq(ibv_cq* ibcq) {
     ctx->cqs.erase(cq->cqn);
   }
   if (cq->channel != nullptr) {
-    std::lock_guard g(cq->channel->lock);
+    std::lock_guard g(cq->channel->eq.lock);
     cq->channel->users.fetch_sub(1, std::memory_order_relaxed);
     cq->channel->ch.refcnt--;
   }
-  // As libibverbs: wait until every event returned by get_cq_event was acknowledged.
+  // A get_async_event that found this CQ has counted its event once the lock is free.
+  { std::lock_guard g(ctx->async_eq.lock); }
+  // As libibverbs: wait until every event returned by get_cq_event and get_async_event was
+  // acknowledged.
   pthread_mutex_lock(&ibcq->mutex);
-  while (ibcq->comp_events_completed != cq->events_reported) pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+  while (ibcq->comp_events_completed != cq->events_reported || ibcq->async_events_completed != cq->async_events_reported)
+    pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
   pthread_mutex_unlock(&ibcq->mutex);
   pthread_cond_destroy(&ibcq->cond);
   pthread_mutex_destroy(&ibcq->mutex);

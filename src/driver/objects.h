@@ -22,6 +22,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "driver/event_ring.h"
 #include "driver/host_buffer.h"
 #include "driver/provider.h"
 #include "driver/rsc_table.h"
@@ -39,6 +40,7 @@ using QueueLock = std::mutex;
 
 struct Cq;
 struct Qp;
+struct Srq;
 
 struct Context {
   verbs_context vctx;  // first: &vctx.context is the ibv_context* (verbs-abi.md §2.2)
@@ -47,8 +49,11 @@ struct Context {
   // BlueFlame half of bfreg 1 used by the next send ring: 0 or kBfBufBytes, flipped per ring.
   std::atomic<uint64_t> bf_half{0};
   std::mutex table_lock;  // serialises insert/erase in the tables below (control path)
-  RscTable<Qp> qps;       // QPN -> Qp, for CQEs
+  RscTable<Qp> qps;       // QPN -> Qp, for CQEs and QP events
   RscTable<Cq> cqs;       // CQN -> Cq, for EQEs
+  RscTable<Srq> srqs;     // SRQN -> Srq, for SRQ events
+  // The async EQ (async_events.cc): its vector's fd is the context's async_fd.
+  EventRing async_eq;
 };
 
 struct Pd {
@@ -71,17 +76,12 @@ struct Ah {
   hwif::DatagramSeg av{};  // the datagram segment without qkey and remote QPN
 };
 
-// An event queue (the completion channel): a ring of EQEs and an interrupt vector from the host
-// kernel, whose file descriptor is ch.fd.
+// A completion channel: an event queue (a ring of EQEs and an interrupt vector from the host
+// kernel, whose file descriptor is ch.fd).
 struct CompChannel {
   ibv_comp_channel ch;
-  uint32_t eqn = 0;
-  uint64_t msi_vector = 0;
-  HostBuffer ring;
-  uint32_t log_nent = 0;
-  uint32_t ci = 0;  // consumer index, under lock
-  std::mutex lock;
-  std::atomic<uint32_t> users{0};  // CQs reporting to it
+  EventRing eq;
+  std::atomic<uint32_t> users{0};  // CQs reporting to it (changed under eq.lock)
 };
 
 struct Cq {
@@ -96,6 +96,7 @@ struct Cq {
   uint32_t cons_index = 0;          // under lock
   std::atomic<uint32_t> arm_sn{0};  // incremented per delivered event (get_cq_event)
   uint32_t events_reported = 0;     // under cq.mutex: events returned by get_cq_event
+  uint32_t async_events_reported = 0;  // under cq.mutex: CQ_ERR events returned by get_async_event
   CompChannel* channel = nullptr;
   std::atomic<uint32_t> users{0};  // QPs (once per queue using it)
 };
@@ -118,6 +119,7 @@ struct Srq {
   uint32_t tail = 0;     // last free WQE (the sentinel)
   uint32_t counter = 0;  // WQEs posted, mirrored to dbrec->counter
   std::atomic<uint32_t> users{0};  // QPs
+  uint32_t events_reported = 0;    // under srq.mutex: events returned by get_async_event
 };
 
 struct SendQueue {
@@ -177,6 +179,7 @@ struct Qp {
   uint32_t qpn = 0;
   hwif::QpType type = hwif::QpType::kRc;
   bool sq_sig_all = false;
+  uint32_t events_reported = 0;  // under qpx.qp_base.mutex: events returned by get_async_event
   uint64_t send_ops_flags = 0;  // != 0: created for the ibv_wr_* interface
   std::atomic<uint8_t> state{0};  // enum ibv_qp_state, mirrors qpx.qp_base.state for the data path
   ibv_qp_cap cap{};               // what create_qp reported
@@ -237,5 +240,7 @@ T* fail_errno(int err) {
 void cq_clean(Cq* cq, uint32_t qpn, Srq* srq);  // drops CQEs of qpn not yet polled
 void srq_free_wqe(Srq* srq, uint32_t idx);       // caller holds srq->lock
 void qp_ex_install_ops(Qp* qp);                  // fills the ibv_qp_ex wr_* pointers
+int open_async_events(Context& ctx);             // the async EQ (async_events.cc): 0 or an errno
+int close_async_events(Context& ctx);
 
 }  // namespace softhca::driver

@@ -42,10 +42,17 @@ struct DeviceLink {
 // ---- context -------------------------------------------------------------------------------
 // Allocates the context object (a verbs_context at its start), initialises the verbs_context
 // header (sz, abi_compat, device) and fills the data-path ops (poll_cq, req_notify_cq, post_send,
-// post_recv, post_srq_recv) of context.ops. cmd_fd/async_fd are real descriptors owned by the
-// context after this call. Returns nullptr with errno on failure.
-verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_fd, int async_fd);
+// post_recv, post_srq_recv) of context.ops, and creates the context's async EQ: context.async_fd
+// is its vector's fd (async_events.cc). cmd_fd is a real descriptor owned by the context after
+// this call. Returns nullptr with errno on failure (cmd_fd then stays the caller's).
+verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_fd);
 int close_context(ibv_context* ctx);
+
+// ---- asynchronous events (async_events.cc) -----------------------------------------------------
+// Blocks (unless async_fd is non-blocking: -1/EAGAIN; a signal: -1/EINTR) until an event arrives:
+// 0 with *event filled, as ibv_get_async_event.
+int get_async_event(ibv_context* ctx, ibv_async_event* event);
+void ack_async_event(ibv_async_event* event);
 
 int query_device(ibv_context* ctx, ibv_device_attr* attr);
 int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input,

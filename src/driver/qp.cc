@@ -84,6 +84,7 @@ hwif::QpAttributes to_hw_attr(const ibv_qp_attr& a, int mask) {
   if (mask & IBV_QP_TIMEOUT) h.timeout = a.timeout;
   if (mask & IBV_QP_RETRY_CNT) h.retry_cnt = a.retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) h.rnr_retry = a.rnr_retry;
+  if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) h.en_sqd_async_notify = a.en_sqd_async_notify != 0;
   return h;
 }
 
@@ -195,6 +196,7 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
   in.dbrec_addr = qp->dbrec_page.dma_addr();
   in.uar_index = ctx->link.uar_index;
   in.sq_sig_all = qp->sq_sig_all;
+  in.async_eqn = ctx->async_eq.eqn;
   hwif::CreateQpOut out;
   if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
     delete qp;
@@ -312,6 +314,12 @@ int destroy_qp(ibv_qp* ibqp) {
     ctx->qps.erase(qp->qpn);
   }
   release_users(*qp);
+  // As libibverbs: every event get_async_event returned for it acknowledged first (one being
+  // counted has been once the async EQ's lock is free).
+  { std::lock_guard g(ctx->async_eq.lock); }
+  pthread_mutex_lock(&ibqp->mutex);
+  while (ibqp->events_completed != qp->events_reported) pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
+  pthread_mutex_unlock(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
   pthread_mutex_destroy(&ibqp->mutex);
   delete qp;

@@ -63,12 +63,23 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* attr) {
   in.log_wqe_cnt = log2_exact(wqe_cnt);
   in.log_stride = srq->log_stride;
   in.limit = srq->limit;
+  in.async_eqn = ctx->async_eq.eqn;
   hwif::CreateSrqOut out;
   if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
     delete srq;
     return fail_errno<ibv_srq>(err);
   }
   srq->srqn = out.srqn;
+  {
+    std::lock_guard g(ctx->table_lock);
+    if (!ctx->srqs.insert(out.srqn, srq)) {
+      hwif::DestroySrqIn d;
+      d.srqn = out.srqn;
+      (void)hwif::exec_cmd(*ctx->link.cmd, d);
+      delete srq;
+      return fail_errno<ibv_srq>(ENOMEM);
+    }
+  }
   ibv_srq& s = srq->srq;
   s.context = ibpd->context;
   s.srq_context = attr->srq_context;
@@ -115,7 +126,18 @@ int destroy_srq(ibv_srq* ibsrq) {
   hwif::DestroySrqIn in;
   in.srqn = srq->srqn;
   if (int err = hwif::exec_cmd(*srq->ctx->link.cmd, in); err != 0) return err;
+  Context* ctx = srq->ctx;
+  {
+    std::lock_guard g(ctx->table_lock);
+    ctx->srqs.erase(srq->srqn);
+  }
   srq->pd->users.fetch_sub(1, std::memory_order_relaxed);
+  // As libibverbs: every event get_async_event returned for it acknowledged first (one being
+  // counted has been once the async EQ's lock is free).
+  { std::lock_guard g(ctx->async_eq.lock); }
+  pthread_mutex_lock(&ibsrq->mutex);
+  while (ibsrq->events_completed != srq->events_reported) pthread_cond_wait(&ibsrq->cond, &ibsrq->mutex);
+  pthread_mutex_unlock(&ibsrq->mutex);
   pthread_cond_destroy(&ibsrq->cond);
   pthread_mutex_destroy(&ibsrq->mutex);
   delete srq;

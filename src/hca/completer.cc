@@ -36,7 +36,7 @@ void Completer::send_done(QueuePair& qp, const SendWqe& wqe) {
   c.wqe_counter = wqe.wqe_index;
   c.byte_cnt = static_cast<uint32_t>(wqe.is_atomic() ? 8 : wqe.length);
   c.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kReq) << 4);
-  write(qp.send_cqn, c, false, false);
+  write(qp, qp.send_cqn, c, false, false);
 }
 
 void Completer::send_flush(QueuePair& qp, uint16_t wqe_index, WqeOpcode opcode) {
@@ -46,7 +46,7 @@ void Completer::send_flush(QueuePair& qp, uint16_t wqe_index, WqeOpcode opcode) 
   e.s_wqe_opcode_qpn = (static_cast<uint32_t>(opcode) << 24) | qp.qpn;
   e.wqe_counter = wqe_index;
   e.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kReqErr) << 4);
-  write(qp.send_cqn, std::bit_cast<Cqe64>(e), false, true);
+  write(qp, qp.send_cqn, std::bit_cast<Cqe64>(e), false, true);
 }
 
 void Completer::send_error(QueuePair& qp, const SendWqe& wqe, CqeSyndrome syndrome) {
@@ -56,7 +56,7 @@ void Completer::send_error(QueuePair& qp, const SendWqe& wqe, CqeSyndrome syndro
   e.s_wqe_opcode_qpn = (static_cast<uint32_t>(wqe.opcode) << 24) | qp.qpn;
   e.wqe_counter = wqe.wqe_index;
   e.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kReqErr) << 4);
-  write(qp.send_cqn, std::bit_cast<Cqe64>(e), false, true);
+  write(qp, qp.send_cqn, std::bit_cast<Cqe64>(e), false, true);
 }
 
 void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
@@ -71,7 +71,7 @@ void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
                  (info.src_qpn & 0xffffff);
   if (qp.srqn != kNoSrq) c.srqn_uidx = qp.srqn & 0xffffff;
   c.op_own = static_cast<uint8_t>((static_cast<uint8_t>(info.opcode) << 4) | (info.solicited ? kCqeSolicitedBit : 0));
-  write(qp.recv_cqn, c, info.solicited, false);
+  write(qp, qp.recv_cqn, c, info.solicited, false);
 }
 
 void Completer::recv_error(QueuePair& qp, uint16_t wqe_counter, CqeSyndrome syndrome) {
@@ -82,40 +82,46 @@ void Completer::recv_error(QueuePair& qp, uint16_t wqe_counter, CqeSyndrome synd
   e.wqe_counter = wqe_counter;
   if (qp.srqn != kNoSrq) e.srqn = qp.srqn & 0xffffff;
   e.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kRespErr) << 4);
-  write(qp.recv_cqn, std::bit_cast<Cqe64>(e), false, true);
+  write(qp, qp.recv_cqn, std::bit_cast<Cqe64>(e), false, true);
 }
 
-void Completer::write(uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_error) {
+void Completer::write(const QueuePair& qp, uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_error) {
   CompletionQueue* cq = dev_.cqs_.find(cqn);
   if (cq == nullptr) return;
   if (cq->in_error) {
-    ++dev_.stats_->cq_overruns;  // a CQ in error takes no more CQEs; they are lost as in an overrun
+    // A CQ in error takes no more CQEs; they are lost as in an overrun, and the QP that had one
+    // to write fails with it (as mlx5: a work queue whose CQ is in error is in error too).
+    ++dev_.stats_->cq_overruns;
+    dev_.defer_fatal(qp);
     return;
   }
   const uint32_t nent = 1u << cq->log_nent;
   // Overrun check against the consumer index the driver publishes in the CQ doorbell record
   // (read uncounted: hardware keeps it cached, docs/model.md).
   const std::optional<uint32_t> dbrec = dev_.read_dbrec_be32(cq->dbrec, false);
-  if (!dbrec) {
-    cq->in_error = true;
-    return;
-  }
+  if (!dbrec) return fail_cq(qp, *cq, cqn);
   const uint32_t ci = *dbrec & 0xffffff;
   if (((cq->pi - ci) & 0xffffff) >= nent) {
+    // Overrun (IBA 11.6.3.2, CQ Error): the CQ goes to error and its consumer hears of it.
     ++dev_.stats_->cq_overruns;
-    return;
+    return fail_cq(qp, *cq, cqn);
   }
   Cqe64 c = cqe;
   c.op_own = static_cast<uint8_t>((c.op_own & ~kCqeOwnerBit) | ((cq->pi >> cq->log_nent) & 1));
   const uint64_t addr = cq->ring + static_cast<uint64_t>(cq->pi & (nent - 1)) * kCqeBytes;
   if (!dev_.dma_.dma_write_publish(addr, &c, sizeof c, pcie::TlpCause::kCqeWrite)) {
     dev_.fault();
-    cq->in_error = true;
-    return;
+    return fail_cq(qp, *cq, cqn);
   }
   ++cq->pi;
   ++dev_.stats_->cqes_written;
   if (cq->armed && (!cq->armed_solicited_only || solicited || is_error)) raise_event(*cq, cqn);
+}
+
+void Completer::fail_cq(const QueuePair& qp, CompletionQueue& cq, uint32_t cqn) {
+  cq.in_error = true;
+  dev_.raise_cq_error(cq, cqn);
+  dev_.defer_fatal(qp);
 }
 
 void Completer::arm(CompletionQueue& cq, bool solicited_only) {
@@ -131,20 +137,15 @@ void Completer::arm(CompletionQueue& cq, bool solicited_only) {
 void Completer::raise_event(CompletionQueue& cq, uint32_t cqn) {
   cq.armed = false;
   EventQueue* eq = dev_.eqs_.find(cq.eqn);
-  if (eq == nullptr || eq->in_error) return;
-  const uint32_t nent = 1u << eq->log_nent;
+  if (eq == nullptr || cq.completion_held) return;
   Eqe e{};
   e.type = kEqeTypeCompletion;
-  e.cqn = cqn;
-  e.owner = static_cast<uint8_t>((eq->pi >> eq->log_nent) & 1);
-  if (!dev_.dma_.dma_write_publish(eq->ring + static_cast<uint64_t>(eq->pi & (nent - 1)) * kEqeBytes, &e,
-                                   sizeof e, pcie::TlpCause::kEqeWrite)) {
-    dev_.fault();
-    eq->in_error = true;  // no interrupt for an event that was not written
-    return;
-  }
-  ++eq->pi;
-  dev_.dma_.raise_interrupt(eq->msi_vector);
+  e.element = cqn;
+  if (dev_.try_write_eqe(*eq, e)) return;
+  // The EQ is full: the event waits in the device (one per arm, so one per CQ at most) until the
+  // consumer index frees a slot (Device::write_held_events).
+  cq.completion_held = true;
+  ++eq->held;
 }
 
 }  // namespace softhca::hca

@@ -1,7 +1,9 @@
 // The "complete" stage: writes CQEs (requester, responder, error) into CQ rings by DMA with the
 // ownership bit for the current pass, and raises completion events through the CQ's event queue
-// when the CQ is armed. A DMA fault on a CQ's ring or doorbell record, or on an EQ's ring, puts
-// that queue in error: it writes nothing more (counted in DeviceStats).
+// when the CQ is armed (held in the device while the EQ is full). An overrun, or a DMA fault on a
+// CQ's ring or doorbell record, puts the CQ in error: it writes nothing more, its consumer gets
+// CQ_ERR and each QP with a CQE for it QP_FATAL. A DMA fault on an EQ's ring puts the EQ in error
+// (counted in DeviceStats).
 #pragma once
 #include <cstdint>
 
@@ -39,7 +41,10 @@ class Completer {
   void arm(CompletionQueue& cq, bool solicited_only);
 
  private:
-  void write(uint32_t cqn, const hwif::Cqe64& cqe, bool solicited, bool is_error);
+  // qp: the QP whose CQE it is (its CQ's overrun or error fails it, Device::defer_fatal()).
+  void write(const QueuePair& qp, uint32_t cqn, const hwif::Cqe64& cqe, bool solicited, bool is_error);
+  // The CQ goes to error (overrun or DMA fault): CQ_ERR to its async EQ, QP_FATAL for qp.
+  void fail_cq(const QueuePair& qp, CompletionQueue& cq, uint32_t cqn);
   void raise_event(CompletionQueue& cq, uint32_t cqn);
 
   Device& dev_;

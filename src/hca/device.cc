@@ -66,34 +66,25 @@ Device::ObjectCounts Device::object_counts() const {
 
 // ---- BAR register decode ----------------------------------------------------------------------
 
-namespace {
-struct RegisterEntry {
-  uint64_t offset;
-  uint64_t size;
-  bool is_bfreg;
-};
-// Registers of one UAR page: the CQ arm doorbell and the four bfregs (doorbell + BlueFlame buffers).
-constexpr RegisterEntry kUarRegisters[] = {
-    {kCqDoorbellOffset, kDoorbellBytes, false},
-    {bfreg_offset(0), kBfRegBytes, true},
-    {bfreg_offset(1), kBfRegBytes, true},
-    {bfreg_offset(2), kBfRegBytes, true},
-    {bfreg_offset(3), kBfRegBytes, true},
-};
-}  // namespace
-
 void Device::mmio_write(uint64_t bar_offset, const void* data, size_t len) {
+  // Registers of one UAR page: the CQ arm doorbell, the EQ doorbell and the four bfregs (doorbell
+  // + BlueFlame buffers).
+  static constexpr RegisterHandler kUarRegisters[] = {
+      {kCqDoorbellOffset, kDoorbellBytes, &Device::on_cq_arm},
+      {kEqDoorbellOffset, kDoorbellBytes, &Device::on_eq_doorbell},
+      {bfreg_offset(0), kBfRegBytes, &Device::on_bfreg_write},
+      {bfreg_offset(1), kBfRegBytes, &Device::on_bfreg_write},
+      {bfreg_offset(2), kBfRegBytes, &Device::on_bfreg_write},
+      {bfreg_offset(3), kBfRegBytes, &Device::on_bfreg_write},
+  };
   if (bar_offset < kInitSegBytes) return;  // the initialisation segment takes no data-path writes
   const uint64_t page = (bar_offset - kInitSegBytes) / kUarPageBytes;
   const uint64_t in_page = (bar_offset - kInitSegBytes) % kUarPageBytes;
   if (page >= config_.caps.num_uars) return;
   const auto* bytes = static_cast<const uint8_t*>(data);
-  for (const RegisterEntry& r : kUarRegisters) {
+  for (const RegisterHandler& r : kUarRegisters) {
     if (in_page < r.offset || in_page + len > r.offset + r.size) continue;
-    if (r.is_bfreg)
-      on_bfreg_write(static_cast<uint32_t>(page), in_page - r.offset, bytes, len);
-    else
-      on_cq_arm(static_cast<uint32_t>(page), in_page - r.offset, bytes, len);
+    (this->*r.handle)(static_cast<uint32_t>(page), in_page - r.offset, bytes, len);
     return end_entry();
   }
 }
@@ -145,6 +136,10 @@ void Device::cancel_timer(QueuePair& qp) {
 
 void Device::end_entry() {
   drain_loopback();
+  if (!fatal_qps_.empty()) {
+    run_deferred_fatal();
+    drain_loopback();
+  }
   dma_.flush_counts();
   now_valid_ = false;
 }
@@ -196,6 +191,7 @@ void Device::count_sent(const fabric::PacketFields& f, size_t wire_bytes) {
 }
 
 void Device::transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place) {
+  if (port_down()) return stats_->drop(DropReason::kPortDown);  // a link that is down carries nothing
   if (loops_back(f)) {
     // What serialize() would have written, without writing it: same counters, same refusals.
     const size_t n = wire_size(f, payload.size());
@@ -342,7 +338,9 @@ void Device::receive(std::span<const uint8_t> packet) {
   stats_->bytes_received += packet.size();
   fabric::PacketFields f;
   std::span<const uint8_t> payload;
-  if (!decode(packet, f, payload)) {
+  if (port_down()) {
+    stats_->drop(DropReason::kPortDown);
+  } else if (!decode(packet, f, payload)) {
     stats_->drop(DropReason::kMalformed);
   } else {
     accept(f, payload, packet.size());
@@ -377,6 +375,12 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
   }
   c.packets_received += packets;
   c.bytes_received += wire_bytes * packets;
+  // The first packet an RC or UC QP takes in RTR establishes the connection (IBA 11.6.3.1,
+  // Communication Established): once per stay in RTR.
+  if (qp->state() == QpState::kRtr && qp->type != QpType::kUd && !qp->comm_est_raised) {
+    qp->comm_est_raised = true;
+    raise_qp_event(*qp, kEqeTypeCommEst);
+  }
   const QpScope scope(*this, *qp);  // its ACKs, responses and the sends an ACK lets out count for it
   if (is_response(f.opcode)) {
     if (f.aeth && !fabric::is_ack(f.aeth->syndrome)) ++c.naks_received;
@@ -388,11 +392,24 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
 
 // ---- errors -----------------------------------------------------------------------------------
 
+void Device::send_queue_error(QueuePair& qp) {
+  if (qp.type == QpType::kRc) return enter_error(qp);
+  if (qp.state() == QpState::kErr) return;
+  qp.attr.state = QpState::kSqe;
+  qp.attr.sq_draining = false;
+  qp.sqd_notify = false;
+  SendPipeline(*this, qp).flush();
+}
+
 void Device::enter_error(QueuePair& qp) {
   qp.attr.state = QpState::kErr;
+  qp.attr.sq_draining = false;
+  qp.sqd_notify = false;
   cancel_timer(qp);
   SendPipeline(*this, qp).flush();
   Responder(*this, qp).flush();
+  // A QP on an SRQ takes no more of its WQEs (IBA 10.2.9.5 / 11.6.3.1, Last WQE Reached).
+  if (qp.srqn != kNoSrq) raise_qp_event(qp, kEqeTypeSrqLastWqe);
 }
 
 }  // namespace softhca::hca

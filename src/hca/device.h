@@ -136,6 +136,34 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   };
   void on_bfreg_write(uint32_t uar, uint64_t offset_in_reg, const uint8_t* data, size_t len);
   void on_cq_arm(uint32_t uar, uint64_t offset_in_reg, const uint8_t* data, size_t len);
+  void on_eq_doorbell(uint32_t uar, uint64_t offset_in_reg, const uint8_t* data, size_t len);
+
+  // ---- events (event_queues.cc): EQE writing, events held while an EQ is full, async events ----
+  int cmd_set_port_state(const hwif::SetPortStateIn&, hwif::NoOut&);
+  [[nodiscard]] bool port_down() const { return state_.port_down != 0; }
+  // Writes `e` into `eq` now when it has room and holds no event before it: true. False: the
+  // caller holds the event (its object's flag and ++eq.held). An EQ in error takes (and loses) it.
+  bool try_write_eqe(EventQueue& eq, hwif::Eqe e);
+  void write_eqe(EventQueue& eq, hwif::Eqe e);  // room checked by the caller
+  // After a doorbell freed slots: the held events, as many as fit (port events first, then by
+  // object: CQs, QPs, SRQs).
+  void write_held_events(uint32_t eqn, EventQueue& eq);
+  // One affiliated event (kQpEventTypes) of `qp`, or of a CQ or SRQ, to its async EQ.
+  void raise_qp_event(QueuePair& qp, uint8_t type);
+  void raise_cq_error(CompletionQueue& cq, uint32_t cqn);
+  void raise_srq_limit(SharedReceiveQueue& srq, uint32_t srqn);
+  // Forgets the events an object being destroyed still holds (its EQs' `held` counts).
+  void drop_held_events(const QueuePair& qp);
+  void drop_held_events(const CompletionQueue& cq);
+  void drop_held_events(const SharedReceiveQueue& srq);
+  // QP_FATAL (local work queue catastrophic error, IBA 11.6.3.1), then ERR.
+  void fatal_error(QueuePair& qp);
+  // A QP whose CQE found its CQ in error (overrun or fault): fatal_error() at the end of the
+  // entry point (end_entry()), not in the middle of the completion loop that found it.
+  void defer_fatal(const QueuePair& qp);
+  void run_deferred_fatal();
+  // SQD with SQ_DRAINED asked for: raised once no WQE the QP started is still outstanding.
+  void check_sq_drained(QueuePair& qp);
 
   // ---- commands (device_commands.cc) ----
   int dispatch_command(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len);
@@ -187,6 +215,10 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
 
   // ---- helpers shared by the pipeline and transports ----
   void enter_error(QueuePair& qp);  // QP -> ERR: flush both queues
+  // A send-side completion error: RC -> ERR; UD and UC -> SQE (IBA 10.3.1, "Send Queue Error"):
+  // the rest of the send queue, and what is posted until SQE -> RTS, is flushed; the receive
+  // queue goes on.
+  void send_queue_error(QueuePair& qp);
   // The clock, read at most once per entry point: an entry takes microseconds and timers are set
   // in multiples of 4.096 us (IBA 9.7.6.1.3) or 10 us (table 45), so one reading serves all its
   // packets. Every public entry point ends with end_entry(): looped packets are delivered and the
@@ -368,6 +400,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   Picoseconds now_{0};
   bool draining_ = false;
   QueuePair* tx_qp_ = nullptr;  // see QpScope; per process, valid for one entry point
+  std::vector<uint32_t> fatal_qps_;  // defer_fatal(): QPNs to fail at end_entry()
   std::vector<std::unique_ptr<LoopedPacket>> loop_ring_;
   size_t loop_head_ = 0;
   size_t loop_count_ = 0;

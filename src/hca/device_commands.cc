@@ -82,6 +82,8 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kAttachMcast: return run_command(*this, &Device::cmd_attach_mcast, in, in_len, out, out_len);
     case CmdOpcode::kDetachMcast: return run_command(*this, &Device::cmd_detach_mcast, in, in_len, out, out_len);
     case CmdOpcode::kResizeCq: return run_command(*this, &Device::cmd_resize_cq, in, in_len, out, out_len);
+    case CmdOpcode::kSetPortState:
+      return run_command(*this, &Device::cmd_set_port_state, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
@@ -94,6 +96,10 @@ int Device::cmd_query_device(const QueryDeviceIn&, QueryDeviceOut& out) {
 int Device::cmd_query_port(const QueryPortIn& in, QueryPortOut& out) {
   if (in.port != 1) return EINVAL;
   out.port = config_.port;
+  if (port_down()) {
+    out.port.state = PortState::kDown;
+    out.port.phys_state = kPhysStateDisabled;
+  }
   return 0;
 }
 
@@ -134,6 +140,7 @@ int Device::cmd_create_eq(const CreateEqIn& in, CreateEqOut& out) {
   eq->ring = in.ring_addr;
   eq->log_nent = in.log_nent;
   eq->msi_vector = in.msi_vector;
+  eq->async_events = in.async_events;
   return 0;
 }
 
@@ -141,6 +148,8 @@ int Device::cmd_destroy_eq(const DestroyEqIn& in, NoOut&) {
   EventQueue* eq = eqs_.find(in.eqn);
   if (eq == nullptr) return EINVAL;
   if (eq->users != 0) return EBUSY;
+  // A CQ, QP or SRQ may still name it as its async EQ (a context closed before its objects were
+  // destroyed, which libibverbs refuses anyway): their events then go nowhere.
   eqs_.erase(in.eqn);
   return 0;
 }
@@ -150,6 +159,7 @@ int Device::cmd_create_cq(const CreateCqIn& in, CreateCqOut& out) {
   if ((1u << in.log_nent) - 1 > config_.caps.max_cqe + 1) return EINVAL;
   EventQueue* eq = nullptr;
   if (in.eqn != kNoEq && (eq = eqs_.find(in.eqn)) == nullptr) return EINVAL;
+  if (in.async_eqn != kNoEq && eqs_.find(in.async_eqn) == nullptr) return EINVAL;
   CompletionQueue* cq = nullptr;
   out.cqn = cqs_.insert(owner_, &cq);
   if (cq == nullptr) return ENOMEM;
@@ -157,6 +167,7 @@ int Device::cmd_create_cq(const CreateCqIn& in, CreateCqOut& out) {
   cq->dbrec = in.dbrec_addr;
   cq->log_nent = in.log_nent;
   cq->eqn = in.eqn;
+  cq->async_eqn = in.async_eqn;
   if (eq) ++eq->users;
   return 0;
 }
@@ -196,6 +207,7 @@ int Device::cmd_destroy_cq(const DestroyCqIn& in, NoOut&) {
 void Device::destroy_cq(uint32_t cqn) {
   const CompletionQueue* cq = cqs_.find(cqn);
   if (cq == nullptr) return;
+  drop_held_events(*cq);
   if (EventQueue* eq = eqs_.find(cq->eqn)) --eq->users;
   cqs_.erase(cqn);
 }
@@ -206,6 +218,7 @@ int Device::cmd_create_srq(const CreateSrqIn& in, CreateSrqOut& out) {
     return EINVAL;
   if (in.log_stride < kMinLogSrqStride || in.log_stride > kMaxLogRecvStride) return EINVAL;
   if ((1u << in.log_wqe_cnt) > config_.caps.max_srq_wr + 1) return EINVAL;
+  if (in.async_eqn != kNoEq && eqs_.find(in.async_eqn) == nullptr) return EINVAL;
   SharedReceiveQueue* srq = nullptr;
   out.srqn = srqs_.insert(owner_, &srq);
   if (srq == nullptr) return ENOMEM;
@@ -215,6 +228,7 @@ int Device::cmd_create_srq(const CreateSrqIn& in, CreateSrqOut& out) {
   srq->log_wqe_cnt = in.log_wqe_cnt;
   srq->log_stride = in.log_stride;
   srq->limit = in.limit;
+  srq->async_eqn = in.async_eqn;
   ++*pd_users;
   return 0;
 }
@@ -245,6 +259,7 @@ int Device::cmd_destroy_srq(const DestroySrqIn& in, NoOut&) {
 void Device::destroy_srq(uint32_t srqn) {
   const SharedReceiveQueue* srq = srqs_.find(srqn);
   if (srq == nullptr) return;
+  drop_held_events(*srq);
   if (uint32_t* pd_users = pds_.find(srq->pdn)) --*pd_users;
   srqs_.erase(srqn);
 }
@@ -256,6 +271,7 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
   SharedReceiveQueue* srq = in.srqn == kNoSrq ? nullptr : srqs_.find(in.srqn);
   if (pd_users == nullptr || scq == nullptr || rcq == nullptr) return EINVAL;
   if (in.srqn != kNoSrq && srq == nullptr) return EINVAL;
+  if (in.async_eqn != kNoEq && eqs_.find(in.async_eqn) == nullptr) return EINVAL;
   if (in.type != QpType::kRc && in.type != QpType::kUc && in.type != QpType::kUd) return EOPNOTSUPP;
   if (in.log_sq_bbs < kMinLogSqBbs || !is_wq_log(in.log_sq_bbs) || in.sq_addr == 0 || in.dbrec_addr == 0)
     return EINVAL;
@@ -274,6 +290,7 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
   qp->recv_cqn = in.recv_cqn;
   qp->srqn = in.srqn;
   qp->sq_sig_all = in.sq_sig_all;
+  qp->async_eqn = in.async_eqn;
   qp->sq_addr = in.sq_addr;
   qp->log_sq_bbs = in.log_sq_bbs;
   qp->rq_addr = in.rq_addr;
@@ -359,6 +376,8 @@ void Device::reset_qp(QueuePair& qp) {
   qp.resp = ResponderState{};
   qp.rq_ci = 0;
   qp.rq_posted_cached = 0;
+  qp.comm_est_raised = false;
+  qp.sqd_notify = false;
   for (uint32_t i = 0; i < qp.sq_bbs(); ++i) record(qp, static_cast<uint16_t>(i)) = SendRecord{};
 }
 
@@ -379,6 +398,16 @@ int Device::cmd_modify_qp(const ModifyQpIn& in, NoOut&) {
     return 0;
   }
   qp->attr.state = to;
+  if (to == QpState::kSqd && from == QpState::kRts) {
+    // SQD: WQEs already started run to completion, later ones wait (IBA 10.3.1 "Send Queue
+    // Drain"); SQ_DRAINED when the last started one completes, if the caller asked for it.
+    qp->attr.sq_draining = true;
+    qp->sqd_notify = (in.attr_mask & kQpEnSqdAsyncNotify) != 0 && in.attr.en_sqd_async_notify;
+    check_sq_drained(*qp);
+  } else if (to != QpState::kSqd) {
+    qp->attr.sq_draining = false;
+    qp->sqd_notify = false;
+  }
   // WQEs may have been posted in RTR or SQD; they start now (IBA 10.3.1).
   if (to == QpState::kRts) {
     const QpScope scope(*this, *qp);  // what it sends counts for the QP
@@ -407,6 +436,7 @@ void Device::destroy_qp(uint32_t qpn) {
   QueuePair* qp = qps_.find(qpn);
   if (qp == nullptr) return;
   cancel_timer(*qp);
+  drop_held_events(*qp);
   // References taken at creation; the objects cannot be gone while the QP holds them.
   if (uint32_t* pd_users = pds_.find(qp->pdn)) --*pd_users;
   if (CompletionQueue* scq = cqs_.find(qp->send_cqn)) --scq->users;

@@ -42,8 +42,9 @@ struct DeviceState {
   // last; 5: a send record's first SGE in its first 128 bytes, the UD address after the SGE slots;
   // 6: the bad_source drop counter; 7: key variants and indexes drawn from the seed (MemoryKeysState);
   // 8: QP1's MAD agents and bound services (MadState), the no_mad_agent drop counter; 9: connections
-  // tracked for their DREQ, multicast groups (McastState)
-  static constexpr uint32_t kVersion = 9;
+  // tracked for their DREQ, multicast groups (McastState); 10: async events (EQ consumer index and
+  // held events, objects' async EQs, the port_down byte, the port_down drop counter)
+  static constexpr uint32_t kVersion = 10;
 
   uint64_t magic = 0;
   uint32_t version = 0;
@@ -52,7 +53,7 @@ struct DeviceState {
   // The port's link layer and, on Ethernet, its IPv4 address and RoCE UDP port: every process of
   // a host must run the device on the same wire (checked at attach).
   uint8_t link_layer = 0;     // hwif::LinkLayer
-  uint8_t reserved_19[1] = {};
+  uint8_t port_down = 0;      // set down by SetPortStateIn (hwif/cmd.h): no packets in or out
   uint16_t roce_udp_port = 0;
   uint32_t ipv4 = 0;
   std::array<DeviceStats, kStatsBanks> stats{};

@@ -15,6 +15,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::kBadSource: return "bad_source";
     case DropReason::kNoMadAgent: return "no_mad_agent";
     case DropReason::kNoMcastGroup: return "no_mcast_group";
+    case DropReason::kPortDown: return "port_down";
     case DropReason::kCount: break;
   }
   return "?";

@@ -20,6 +20,7 @@ enum class DropReason : uint8_t {
   kBadSource,     // RC/UC: not from where the QP is connected (SLID, SGID; IBA 9.6.1.5)
   kNoMadAgent,    // to QP1: not a CM MAD, or no MAD agent of the host takes its service or id
   kNoMcastGroup,  // to a multicast address no QP of the host is attached to
+  kPortDown,      // sent or arrived while the port was set down (hwif::SetPortStateIn)
   kCount,
 };
 std::string_view to_string(DropReason r);

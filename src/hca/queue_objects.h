@@ -11,16 +11,27 @@
 #include "base/units.h"
 #include "hca/send_wqe.h"
 #include "hwif/cmd.h"
+#include "hwif/cqe.h"
 
 namespace softhca::hca {
 
+// Events that find the ring full (pi - ci = nent) wait in the device, each as a flag of the object
+// it is about (CompletionQueue, QueuePair, SharedReceiveQueue) or, for port events, in the EQ's
+// own short list: `held` counts them all, and while any is held a new event waits behind them.
+// The EQ doorbell that frees slots writes them (Device::write_held_events).
 struct EventQueue {
+  static constexpr uint32_t kHeldPortEvents = 4;
   uint64_t ring = 0;
   uint32_t log_nent = 0;
   uint32_t pi = 0;  // next entry to write (free-running)
   uint64_t msi_vector = hwif::CreateEqIn::kNoVector;  // what the host kernel handed out
   uint32_t users = 0;  // CQs reporting to it
   bool in_error = false;  // a DMA fault on the ring: no more events
+  bool async_events = false;  // a context's async EQ: takes the port's events
+  uint32_t ci = 0;    // consumer index the driver last published (EQ doorbell), free-running
+  uint32_t held = 0;  // events waiting for room
+  uint32_t held_port_count = 0;
+  std::array<uint8_t, kHeldPortEvents> held_port{};  // hwif::kEqePort* sub-types, oldest first
 };
 
 struct CompletionQueue {
@@ -31,8 +42,11 @@ struct CompletionQueue {
   uint32_t eqn = hwif::kNoEq;
   bool armed = false;
   bool armed_solicited_only = false;
-  bool in_error = false;  // a DMA fault on the ring or doorbell record: no more CQEs
+  bool in_error = false;  // overrun, or a DMA fault on the ring or doorbell record: no more CQEs
   uint32_t users = 0;  // QPs and SRQs attached
+  uint32_t async_eqn = hwif::kNoEq;  // where its CQ_ERR goes
+  bool completion_held = false;  // a completion event waits for room in EQ eqn
+  bool error_held = false;       // a CQ error event waits for room in EQ async_eqn
 };
 
 struct SharedReceiveQueue {
@@ -44,8 +58,10 @@ struct SharedReceiveQueue {
   uint16_t head = 0;       // index of the next WQE to consume (follows next_wqe_index links)
   uint16_t consumed = 0;   // WQEs consumed (16-bit, compared with the doorbell record counter)
   uint16_t posted_cached = 0;
-  uint32_t limit = 0;
+  uint32_t limit = 0;  // armed when not 0; disarmed (0) when it fires
   uint32_t users = 0;
+  uint32_t async_eqn = hwif::kNoEq;
+  bool limit_held = false;  // SRQ_LIMIT_REACHED waits for room in EQ async_eqn
 };
 
 // One receive WQE in use by a message being received.
@@ -157,6 +173,12 @@ struct alignas(64) QpCounters {
   }
 };
 
+// The affiliated events of a QP, each a bit of QueuePair::held_events while it waits for room in
+// the QP's async EQ; held events are written in this order.
+inline constexpr std::array<uint8_t, 6> kQpEventTypes = {
+    hwif::kEqeTypeCommEst,          hwif::kEqeTypeSqDrained,     hwif::kEqeTypeWqCatastrophic,
+    hwif::kEqeTypeWqInvalidRequest, hwif::kEqeTypeWqAccessError, hwif::kEqeTypeSrqLastWqe};
+
 struct QueuePair {
   uint32_t qpn = 0;
   hwif::QpType type = hwif::QpType::kRc;
@@ -179,6 +201,10 @@ struct QueuePair {
   uint64_t sq_shadow = 0;  // sq_bbs() * 64 bytes: fetched WQE bytes, indexed like the ring
   uint64_t records = 0;    // sq_bbs() SendRecords, by first basic block of each WQE
   uint32_t owner = 0;  // the process (Device::owner()) that created it
+  uint32_t async_eqn = hwif::kNoEq;  // where its affiliated events go
+  uint16_t held_events = 0;      // bits by kQpEventTypes index: waiting for room in EQ async_eqn
+  bool comm_est_raised = false;  // COMM_EST was raised in this stay in RTR (reset by RESET)
+  bool sqd_notify = false;       // RTS->SQD asked for SQ_DRAINED and it has not been raised yet
   // Each on lines of its own: with two processes on one device, the requester state is written by
   // the QP's own process, the responder state by its peer's, and neither should pull the other's
   // line across cores on every message (docs/live-mode.md, "Cache lines"). For the same reason the

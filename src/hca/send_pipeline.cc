@@ -12,7 +12,7 @@ using namespace hwif;
 
 void SendPipeline::on_doorbell(uint16_t producer) {
   qp_.req.producer = producer;
-  if (!fetch()) return dev_.enter_error(qp_);
+  if (!fetch()) return dev_.fatal_error(qp_);  // its send queue cannot be read
   run();
 }
 
@@ -23,7 +23,7 @@ void SendPipeline::on_blueflame(std::span<const uint8_t> wqe) {
   if (bbs * kSendWqeBbBytes > wqe.size()) return;  // a torn BlueFlame write: ignore it
   // WQEs rung before this one but not yet fetched are read from the ring first.
   qp_.req.producer = index;
-  if (!fetch()) return dev_.enter_error(qp_);
+  if (!fetch()) return dev_.fatal_error(qp_);
   if (qp_.req.fetch != index) return;  // a BlueFlame WQE that is not the next one: ignore it
   // Into the shadow ring at its slot, wrapping at the ring's end (a power of two of blocks).
   const std::span<uint8_t> shadow = dev_.sq_shadow(qp_);
@@ -106,7 +106,7 @@ SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
 
 void SendPipeline::run() {
   const QpState s = qp_.state();
-  if (s == QpState::kErr) return flush();
+  if (s == QpState::kErr || s == QpState::kSqe) return flush();
   if (s != QpState::kRts) return;  // WQEs wait in the ring until the QP can send
   Requester requester(dev_, qp_);
   requester.defer_express_acks();  // one acknowledgement for the WQEs of this doorbell
@@ -174,7 +174,7 @@ void SendPipeline::fail(const SendRecord& rec) {
   // end: stepping past the producer would send flush() around the whole 16-bit index space.
   const auto posted = static_cast<uint16_t>(qp_.req.fetch - qp_.req.exec);
   qp_.req.exec = qp_.req.complete = static_cast<uint16_t>(qp_.req.exec + std::min<uint32_t>(rec.wqe.bbs, posted));
-  dev_.enter_error(qp_);
+  dev_.send_queue_error(qp_);
 }
 
 void SendPipeline::flush() {

@@ -11,6 +11,8 @@ inline constexpr uint32_t kGidTableLen = 4;
 inline constexpr uint32_t kPkeyTableLen = 2;
 
 enum class LinkLayer : uint8_t { kInfiniBand = 1, kEthernet = 2 };
+// PortPhysicalState (IBA 14.2.5.6) of a port set down by its management (hwif::SetPortStateIn).
+inline constexpr uint8_t kPhysStateDisabled = 3;
 enum class PortState : uint8_t { kDown = 1, kInit = 2, kArmed = 3, kActive = 4 };
 // IB MTU enum as in IBA 7.7.? / ibv_mtu: 1=256 ... 5=4096.
 enum class Mtu : uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };

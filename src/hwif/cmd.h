@@ -36,6 +36,7 @@ enum class CmdOpcode : uint16_t {
   kUntrackConnection,
   kAttachMcast,
   kDetachMcast,
+  kSetPortState,
 };
 
 struct NoOut {};
@@ -70,12 +71,17 @@ struct DestroyMkeyIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyM
 
 // An event queue: a ring of Eqe in host memory and its MSI-X vector (the value the host kernel
 // handed out, pcie::HostKernel::alloc_vector; the device raises it through pcie::HostBridge).
+// The device writes an EQE only where the consumer index the driver last published through the
+// EQ doorbell (uar.h kEqDoorbellOffset) leaves room; an event that finds the ring full waits in
+// the device, and is written when a later doorbell frees a slot. An async EQ (one per context)
+// also takes the port's events; QPs, CQs and SRQs name theirs at creation (async_eqn).
 struct CreateEqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateEq;
   static constexpr uint64_t kNoVector = ~uint64_t{0};  // an EQ that raises no interrupt
   uint64_t ring_addr = 0;
   uint32_t log_nent = 0;
   uint64_t msi_vector = kNoVector;
+  bool async_events = false;
 };
 struct CreateEqOut { uint32_t eqn = 0; };
 struct DestroyEqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyEq; uint32_t eqn = 0; };
@@ -88,6 +94,7 @@ struct CreateCqIn {
   uint32_t log_nent = 0;
   uint32_t eqn = kNoEq;     // where completion events go (kNoEq: no completion channel)
   uint32_t uar_index = 0;
+  uint32_t async_eqn = kNoEq;  // where its CQ error event goes (kNoEq: nowhere)
 };
 struct CreateCqOut { uint32_t cqn = 0; };
 struct DestroyCqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyCq; uint32_t cqn = 0; };
@@ -113,9 +120,12 @@ struct CreateSrqIn {
   uint64_t dbrec_addr = 0;  // SrqDbRec
   uint32_t log_wqe_cnt = 0;
   uint32_t log_stride = 0;  // bytes per WQE, log2 (next segment + data segments)
-  uint32_t limit = 0;
+  uint32_t limit = 0;       // armed when not 0: see ModifySrqIn
+  uint32_t async_eqn = kNoEq;
 };
 struct CreateSrqOut { uint32_t srqn = 0; };
+// Arms the SRQ limit (IBA 10.2.9.3): when the WQEs the SRQ holds drop below `limit`, the device
+// raises SRQ_LIMIT_REACHED once and sets the limit back to 0 (disarmed). 0 disarms.
 struct ModifySrqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kModifySrq; uint32_t srqn = 0; uint32_t limit = 0; };
 struct QuerySrqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQuerySrq; uint32_t srqn = 0; };
 struct QuerySrqOut { uint32_t limit = 0; };
@@ -140,6 +150,7 @@ struct CreateQpIn {
   uint64_t dbrec_addr = 0;  // QpDbRec
   uint32_t uar_index = 0;
   bool sq_sig_all = false;
+  uint32_t async_eqn = kNoEq;  // where its affiliated events go
 };
 struct CreateQpOut { uint32_t qpn = 0; };
 
@@ -202,6 +213,7 @@ struct QpAttributes {
   uint8_t retry_cnt = 0;
   uint8_t rnr_retry = 0;           // 7 = infinite
   bool sq_draining = false;
+  bool en_sqd_async_notify = false;  // with kQpEnSqdAsyncNotify on RTS->SQD: SQ_DRAINED when drained
 };
 
 struct ModifyQpIn {
@@ -273,6 +285,15 @@ struct DetachMcastIn {
   uint32_t qpn = 0;
   Gid gid{};
   uint16_t lid = 0;
+};
+
+// The port's logical state as its management would set it (an SM's PortInfo Set, `ibportstate ...
+// disable`, a cable pulled): down, the port neither sends nor takes packets and every async EQ gets
+// PORT_ERR; up again, PORT_ACTIVE. Setting the state it has already is a no-op (no event).
+struct SetPortStateIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kSetPortState;
+  uint8_t port = 1;
+  bool active = true;
 };
 
 }  // namespace softhca::hwif

@@ -103,17 +103,35 @@ static_assert(offsetof(ErrCqe64, wqe_counter) == 60);
 static_assert(offsetof(ErrCqe64, op_own) == 63);
 
 // Event queue entry: written by the device into the EQ ring before it raises the EQ's interrupt.
+// Types are mlx5's event types (PRM "Event Queue Entry"); `element` is the 24-bit number of the
+// object the event is about: the CQN of a completion or CQ error, the QPN of a QP event, the SRQN
+// of an SRQ event; port events name the port in `port` and say what changed in `sub_type`.
 inline constexpr uint32_t kEqeBytes = 16;
 inline constexpr uint8_t kEqeTypeCompletion = 0x00;
+inline constexpr uint8_t kEqeTypeCommEst = 0x02;             // IBV_EVENT_COMM_EST
+inline constexpr uint8_t kEqeTypeSqDrained = 0x03;           // IBV_EVENT_SQ_DRAINED
+inline constexpr uint8_t kEqeTypeCqError = 0x04;             // IBV_EVENT_CQ_ERR
+inline constexpr uint8_t kEqeTypeWqCatastrophic = 0x05;      // IBV_EVENT_QP_FATAL
+inline constexpr uint8_t kEqeTypePortChange = 0x09;          // IBV_EVENT_PORT_ACTIVE / PORT_ERR
+inline constexpr uint8_t kEqeTypeWqInvalidRequest = 0x10;    // IBV_EVENT_QP_REQ_ERR
+inline constexpr uint8_t kEqeTypeWqAccessError = 0x11;       // IBV_EVENT_QP_ACCESS_ERR
+inline constexpr uint8_t kEqeTypeSrqLastWqe = 0x13;          // IBV_EVENT_QP_LAST_WQE_REACHED (a QPN)
+inline constexpr uint8_t kEqeTypeSrqLimit = 0x14;            // IBV_EVENT_SRQ_LIMIT_REACHED (an SRQN)
+inline constexpr uint8_t kEqePortDown = 0x01;                // sub_type of kEqeTypePortChange
+inline constexpr uint8_t kEqePortActive = 0x04;
 struct Eqe {
   uint8_t type;
-  uint8_t rsvd1[3];
-  Be32 cqn;
+  uint8_t sub_type;
+  uint8_t port;
+  uint8_t rsvd3;
+  Be32 element;
   uint8_t rsvd8[7];
   uint8_t owner;  // pass number & 1, as for CQEs
 };
 static_assert(sizeof(Eqe) == kEqeBytes);
-static_assert(offsetof(Eqe, cqn) == 4);
+static_assert(offsetof(Eqe, sub_type) == 1);
+static_assert(offsetof(Eqe, port) == 2);
+static_assert(offsetof(Eqe, element) == 4);
 static_assert(offsetof(Eqe, owner) == 15);
 
 }  // namespace softhca::hwif

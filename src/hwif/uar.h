@@ -1,5 +1,5 @@
 // The device BAR as the driver sees it: page 0 is the initialization segment, pages 1..N are UAR
-// pages, each with a CQ doorbell and four bfregs (send doorbell + two alternating BlueFlame buffers).
+// pages, each with a CQ doorbell, an EQ doorbell and four bfregs (send doorbell + two alternating BlueFlame buffers).
 // Geometry follows mlx5 (../shared/reference/verbs-abi.md §6.1 "UAR / BlueFlame geometry").
 #pragma once
 #include <cstdint>
@@ -9,6 +9,9 @@ namespace softhca::hwif {
 inline constexpr uint64_t kUarPageBytes = 4096;       // MLX5_ADAPTER_PAGE_SIZE
 inline constexpr uint64_t kInitSegBytes = kUarPageBytes;
 inline constexpr uint64_t kCqDoorbellOffset = 0x20;   // MLX5_CQ_DOORBELL: 8-byte arm doorbell
+// EQ doorbell: the driver publishes an EQ's consumer index (two big-endian words: high = consumer
+// index, free-running; low = EQN), so the device never writes over an EQE not yet taken.
+inline constexpr uint64_t kEqDoorbellOffset = 0x40;   // MLX5_EQ_DOORBEL_OFFSET (update, no arm)
 inline constexpr uint64_t kBfOffset = 0x800;          // MLX5_BF_OFFSET: first bfreg
 inline constexpr uint32_t kBfregsPerUar = 4;          // NUM_BFREGS_PER_UAR
 inline constexpr uint64_t kBfRegBytes = 512;          // 1 << log_bf_reg_size, typical (unverified)

@@ -6,7 +6,7 @@ namespace softhca::pcie {
 
 namespace {
 bool is_cpu_cause(TlpCause c) {
-  return c == TlpCause::kDoorbell || c == TlpCause::kBlueFlame || c == TlpCause::kCqArm;
+  return c == TlpCause::kDoorbell || c == TlpCause::kBlueFlame || c == TlpCause::kCqArm || c == TlpCause::kEqDoorbell;
 }
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "pcie/host_bridge.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <climits>
@@ -14,12 +15,11 @@ std::span<uint8_t> IdentityBridge::map(uint64_t dma_addr, size_t len) {
 }
 
 void IdentityBridge::deliver_msi(uint64_t vector) {
-  // The in-process host kernel's vectors are eventfds; anything else raises nothing.
+  // The in-process host kernel's vectors are sockets to send on; anything else raises nothing.
   if (vector > static_cast<uint64_t>(INT_MAX)) return;
-  const uint64_t one = 1;
-  // An eventfd write of 8 bytes cannot be short; EAGAIN means the counter is saturated, which
-  // still leaves the fd readable, so the event is not lost.
-  [[maybe_unused]] const ssize_t n = ::write(static_cast<int>(vector), &one, sizeof one);
+  const char one = 1;
+  // EAGAIN: the queue is full, so the vector is already pending and the fd readable.
+  [[maybe_unused]] const ssize_t n = ::send(static_cast<int>(vector), &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 }  // namespace softhca::pcie

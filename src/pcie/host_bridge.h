@@ -29,7 +29,8 @@ class HostBridge {
   virtual void deliver_msi(uint64_t vector) = 0;
 };
 
-// One process: a DMA address is a pointer of this process; a vector is an eventfd to write.
+// One process: a DMA address is a pointer of this process; a vector is the sending end of a
+// datagram socket pair (runtime::InprocKernel), one datagram per firing.
 class IdentityBridge final : public HostBridge {
  public:
   std::span<uint8_t> map(uint64_t dma_addr, size_t len) override;

@@ -1,8 +1,10 @@
 // What the host kernel does for the user-space driver (the part of mlx5_ib/ib_uverbs the data path
 // relies on): DMA-coherent memory for rings and doorbell records, pinning of registered memory
 // (which yields its DMA address), and interrupt vectors that user space can poll. The driver uses
-// it; the runtimes implement it (in one process: plain memory and eventfds; across processes:
-// shared memory and sockets, docs/live-mode.md).
+// it; the runtimes implement it (in one process: plain memory and socket pairs; across processes:
+// shared memory and sockets, docs/live-mode.md). A vector's fd is a datagram socket: each firing
+// is one datagram, so the driver can make it readable exactly while an event waits (clear_vector,
+// raise_vector), as the kernel's event file is.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +50,11 @@ class HostKernel {
   // unless fd is non-blocking (O_NONBLOCK set by the application): then 0 or -1 with errno EAGAIN.
   // Returns 0 when it fired, -1 with errno otherwise (EINTR included).
   virtual int wait_vector(int fd) = 0;
+  // Consumes every pending firing of the vector behind fd, never blocking (whatever O_NONBLOCK).
+  virtual void clear_vector(int fd) = 0;
+  // Makes fd readable as a firing of `vector` would: the driver's own re-raise of an event it
+  // left in the ring when it consumed the firings of several.
+  virtual void raise_vector(uint64_t vector, int fd) = 0;
 };
 
 }  // namespace softhca::pcie

@@ -29,6 +29,7 @@ std::string_view to_string(TlpCause c) {
     case TlpCause::kCqeWrite: return "cqe_write";
     case TlpCause::kEqeWrite: return "eqe_write";
     case TlpCause::kInterrupt: return "interrupt";
+    case TlpCause::kEqDoorbell: return "eq_doorbell";
   }
   return "?";
 }

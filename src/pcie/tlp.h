@@ -28,8 +28,9 @@ enum class TlpCause : uint8_t {
   kCqeWrite,      // 64-byte CQE
   kEqeWrite,      // event queue entry
   kInterrupt,     // MSI-X message
+  kEqDoorbell,    // EQ consumer index doorbell (CPU); appended: causes are never renumbered
 };
-inline constexpr int kTlpCauseCount = 12;
+inline constexpr int kTlpCauseCount = 13;
 
 std::string_view to_string(TlpType t);
 std::string_view to_string(Direction d);

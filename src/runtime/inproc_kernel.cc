@@ -1,12 +1,15 @@
 #include "runtime/inproc_kernel.h"
 
-#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
+#include "pcie/host_bridge.h"
+#include "runtime/irq_socket.h"
 #include "runtime/pinned_pages.h"
 
 namespace softhca::runtime {
@@ -58,27 +61,26 @@ void InprocKernel::unpin_user(uint64_t dma_addr, size_t len) {
 }
 
 int InprocKernel::alloc_vector(uint64_t* vector) {
-  const int fd = ::eventfd(0, EFD_CLOEXEC);
-  if (fd < 0) return -1;
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, ends) != 0) return -1;
   vectors_.fetch_add(1, std::memory_order_relaxed);
-  *vector = static_cast<uint64_t>(fd);
-  return fd;
+  *vector = static_cast<uint64_t>(ends[1]);
+  return ends[0];
 }
 
-void InprocKernel::free_vector(uint64_t /*vector*/, int fd) {
+void InprocKernel::free_vector(uint64_t vector, int fd) {
   if (fd < 0) return;
   ::close(fd);
+  if (vector <= static_cast<uint64_t>(INT_MAX)) ::close(static_cast<int>(vector));
   vectors_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-// One read takes every firing counted so far (the eventfd counter returns to 0).
-int InprocKernel::wait_vector(int fd) {
-  uint64_t count = 0;
-  const ssize_t r = ::read(fd, &count, sizeof(count));
-  if (r == static_cast<ssize_t>(sizeof(count))) return 0;
-  if (r >= 0) errno = EIO;
-  return -1;
-}
+// One wait takes every firing sent so far, as IrqSockets::wait_vector.
+int InprocKernel::wait_vector(int fd) { return IrqSockets::wait_vector(fd); }
+
+void InprocKernel::clear_vector(int fd) { IrqSockets::clear_vector(fd); }
+
+void InprocKernel::raise_vector(uint64_t vector, int /*fd*/) { pcie::IdentityBridge().deliver_msi(vector); }
 
 InprocKernel::Outstanding InprocKernel::outstanding() const {
   return {buffers_.load(std::memory_order_relaxed), pins_.load(std::memory_order_relaxed),

@@ -1,8 +1,8 @@
 // The host kernel services for a device inside this one process (SOFTHCA_NUM_DEVICES mode, sim
 // mode, tests): DMA addresses are pointers of this process (what pcie::IdentityBridge resolves);
 // a pin's pointer is into its window (pinned_pages.h), the device's own mapping of the pinned
-// pages, never the application's address; an interrupt vector is an eventfd whose number is the
-// vector (IdentityBridge::deliver_msi writes to it). Page size 4096 bytes (x86-64, arm64 base pages).
+// pages, never the application's address; an interrupt vector is a datagram socket pair: the fd
+// is one end, the vector the number of the other (IdentityBridge::deliver_msi sends on it). Page size 4096 bytes (x86-64, arm64 base pages).
 // Thread-safe: every call may come from any thread; the counts are for tests and diagnostics.
 #pragma once
 #include <atomic>
@@ -25,6 +25,8 @@ class InprocKernel final : public pcie::HostKernel {
   int alloc_vector(uint64_t* vector) override;
   void free_vector(uint64_t vector, int fd) override;
   int wait_vector(int fd) override;
+  void clear_vector(int fd) override;
+  void raise_vector(uint64_t vector, int fd) override;
 
   // What is outstanding now: coherent buffers, pins and vectors not yet released.
   struct Outstanding {

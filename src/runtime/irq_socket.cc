@@ -74,9 +74,14 @@ int IrqSockets::wait_vector(int fd) {
   char buf[16];
   // recv honours O_NONBLOCK on the fd: a non-blocking channel gives EAGAIN as an eventfd would.
   if (::recv(fd, buf, sizeof(buf), 0) < 0) return -1;
+  clear_vector(fd);
+  return 0;
+}
+
+void IrqSockets::clear_vector(int fd) {
+  char buf[16];
   while (::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
   }
-  return 0;
 }
 
 }  // namespace softhca::runtime

@@ -41,6 +41,8 @@ class IrqSockets {
   // Blocks until the vector behind fd fired (unless fd is O_NONBLOCK: then -1 with EAGAIN when it
   // has not), then consumes every pending firing. 0, or -1 with errno (EINTR included).
   static int wait_vector(int fd);
+  // Consumes every pending firing without blocking.
+  static void clear_vector(int fd);
 
   // Counters (this process): datagrams sent, and those refused because the queue was full or
   // nobody listens.

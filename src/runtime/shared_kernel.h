@@ -29,6 +29,8 @@ class SharedKernel final : public pcie::HostKernel {
   int alloc_vector(uint64_t* vector) override { return irq_.alloc_vector(vector); }
   void free_vector(uint64_t vector, int fd) override { irq_.free_vector(vector, fd); }
   int wait_vector(int fd) override { return IrqSockets::wait_vector(fd); }
+  void clear_vector(int fd) override { IrqSockets::clear_vector(fd); }
+  void raise_vector(uint64_t vector, int /*fd*/) override { irq_.deliver(vector); }
 
  private:
   MemoryPublisher& memory_;

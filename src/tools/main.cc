@@ -13,6 +13,7 @@
 #include "tools/model_cli.h"
 #include "tools/run_cmd.h"
 #include "tools/hosts_cmd.h"
+#include "tools/port_cmd.h"
 #include "tools/stats_cmd.h"
 #include "tools/trace_cmd.h"
 
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
   softhca::tools::add_trace_command(app);
   // The fabric's hosts and their addresses (docs/addresses.md), for rdma_cm programs.
   softhca::tools::add_hosts_command(app);
+  // The port down or up (docs/events.md): PORT_ERR / PORT_ACTIVE for the host's processes.
+  softhca::tools::add_port_command(app);
 
   // Live mode (issue 3): `run` execs a verbs program on softhca.
   softhca::tools::add_run_command(app);

@@ -203,7 +203,8 @@ void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
   const bool requester = d == info_.requester;
 
   // CPU -> device: the post's doorbell or BlueFlame lines (all wait for the CPU's post).
-  if (tlp.cause == TlpCause::kDoorbell || tlp.cause == TlpCause::kBlueFlame || tlp.cause == TlpCause::kCqArm) {
+  if (tlp.cause == TlpCause::kDoorbell || tlp.cause == TlpCause::kBlueFlame || tlp.cause == TlpCause::kCqArm ||
+      tlp.cause == TlpCause::kEqDoorbell) {
     dev.send.mmio_last = add_tlp(d, tlp, Phase::kDoorbell, root_);
     if (tlp.cause == TlpCause::kDoorbell) ++doorbells_;
     if (tlp.cause == TlpCause::kBlueFlame) ++blueflame_lines_;

@@ -34,12 +34,14 @@ std::string_view purpose(pcie::TlpCause c) {
     case pcie::TlpCause::kCqeWrite: return "CQE";
     case pcie::TlpCause::kEqeWrite: return "EQE";
     case pcie::TlpCause::kInterrupt: return "MSI-X";
+    case pcie::TlpCause::kEqDoorbell: return "EQ doorbell";
   }
   return "?";
 }
 
 bool is_cpu_cause(pcie::TlpCause c) {
-  return c == pcie::TlpCause::kDoorbell || c == pcie::TlpCause::kBlueFlame || c == pcie::TlpCause::kCqArm;
+  return c == pcie::TlpCause::kDoorbell || c == pcie::TlpCause::kBlueFlame || c == pcie::TlpCause::kCqArm ||
+         c == pcie::TlpCause::kEqDoorbell;
 }
 
 // The arrow of one TLP of the local (remote == false) or remote device.

@@ -116,20 +116,12 @@ driver::BlueFlameMode blueflame_mode(uint8_t runtime_mode) {
   }
 }
 
-// The context's two descriptors: cmd_fd must be a real fd (pyverbs dup()s it for
-// ibv_import_device), async_fd a pollable one that ibv_get_async_event reads. Both are eventfds:
-// nothing is ever written to cmd_fd; async_fd is where asynchronous events would be signalled.
-bool open_context_fds(int& cmd_fd, int& async_fd) {
+// The context's command descriptor: it must be a real fd (pyverbs dup()s it for
+// ibv_import_device); nothing is ever written to it. async_fd is the driver's: the vector of the
+// context's async EQ (driver::open_context).
+bool open_cmd_fd(int& cmd_fd) {
   cmd_fd = eventfd(0, EFD_CLOEXEC);
-  if (cmd_fd < 0) return false;
-  async_fd = eventfd(0, EFD_CLOEXEC);
-  if (async_fd < 0) {
-    const int err = errno;
-    close(cmd_fd);
-    errno = err;
-    return false;
-  }
-  return true;
+  return cmd_fd >= 0;
 }
 
 // Virtual sysfs attributes of our devices (ibv_devinfo prints board_id when it can read it).
@@ -239,8 +231,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     return nullptr;
   }
   int cmd_fd = -1;
-  int async_fd = -1;
-  if (!verbs::open_context_fds(cmd_fd, async_fd)) {
+  if (!verbs::open_cmd_fd(cmd_fd)) {
     delete priv;
     return nullptr;
   }
@@ -252,7 +243,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     uar_acquired = true;
     const driver::DeviceLink link{&slot->host_port(), &slot->commands(), priv->uar_index,
                                   verbs::blueflame_mode(slot->blueflame_mode()), &slot->kernel()};
-    vctx = driver::open_context(device, link, cmd_fd, async_fd);
+    vctx = driver::open_context(device, link, cmd_fd);
   } catch (const std::bad_alloc&) {
     errno = ENOMEM;
   } catch (...) {
@@ -263,7 +254,6 @@ ibv_context* ibv_open_device(ibv_device* device) {
     const int err = errno != 0 ? errno : ENOMEM;
     if (uar_acquired) slot->release_uar(priv->uar_index);
     close(cmd_fd);
-    close(async_fd);
     delete priv;
     errno = err;
     return nullptr;
@@ -273,7 +263,6 @@ ibv_context* ibv_open_device(ibv_device* device) {
   vctx->context.abi_compat = __VERBS_ABI_IS_EXTENDED;
   vctx->context.device = device;
   vctx->context.cmd_fd = cmd_fd;
-  vctx->context.async_fd = async_fd;
   vctx->priv = priv;
   verbs::install_context_ops(vctx);
   return &vctx->context;
@@ -292,7 +281,19 @@ int ibv_close_device(ibv_context* context) {
   return 0;
 }
 
-const char* ibv_get_sysfs_path(void) { return "/sys"; }
+// As libibverbs: $SYSFS_PATH when it is set and the program is not set-user-ID (its first
+// IBV_SYSFS_PATH_MAX bytes, trailing slashes dropped), else /sys; looked up once.
+const char* ibv_get_sysfs_path(void) {
+  static const std::string path = [] {
+    constexpr size_t kSysfsPathMax = 256;  // IBV_SYSFS_PATH_MAX
+    const char* env = getuid() == geteuid() ? getenv("SYSFS_PATH") : nullptr;
+    if (env == nullptr) return std::string("/sys");
+    std::string p(env, strnlen(env, kSysfsPathMax));
+    while (!p.empty() && p.back() == '/') p.pop_back();
+    return p;
+  }();
+  return path.c_str();
+}
 
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   if (dir == nullptr || file == nullptr || buf == nullptr) {

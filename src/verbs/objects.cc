@@ -349,23 +349,20 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
 
 // ---- asynchronous events ------------------------------------------------------------------------
 
-// Blocks on the context's async_fd until an event arrives; with O_NONBLOCK set on it by the
-// application, returns -1 with errno EAGAIN. 0, or -1 with errno.
-// softhca generates no asynchronous events yet: a wake-up of async_fd without a queued event is
-// consumed and the wait goes on.
+// Blocks on the context's async_fd until an event arrives (docs/events.md); with O_NONBLOCK set
+// on it by the application, returns -1 with errno EAGAIN, and a signal ends the wait with EINTR.
+// 0, or -1 with errno.
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   if (context == nullptr || event == nullptr) {
     errno = EINVAL;
     return -1;
   }
-  for (;;) {
-    uint64_t count = 0;
-    if (read(context->async_fd, &count, sizeof(count)) < 0) return -1;
-  }
+  return driver::get_async_event(context, event);
 }
 
-void ibv_ack_async_event(ibv_async_event* /*event*/) {
-  // Nothing to release: events carry no library-owned state.
+// Counts the event as completed for its QP, CQ or SRQ, whose destroy waits for it.
+void ibv_ack_async_event(ibv_async_event* event) {
+  if (event != nullptr) driver::ack_async_event(event);
 }
 
 }  // extern "C"

@@ -162,13 +162,20 @@ TEST_F(EventWaits, ASignalWithSaRestartLeavesGetCqEventWaitingForItsEvent) {
 TEST_F(EventWaits, ASignalWithoutSaRestartEndsABlockedGetAsyncEventWithEintr) {
   SignalAction action(/*restart=*/false);
   ibv_async_event ev{};
-  // softhca raises no asynchronous event yet: a waiter the signal did not end is left blocked, and
-  // the test fails by its timeout.
+  // A waiter the signal did not end is ended by an event (SQ_DRAINED of B's QP, drained at once),
+  // and the test fails on its result.
   const WaitResult r = interrupt([&] { return ibv_get_async_event(b_.ctx, &ev); },
-                                 [](const std::atomic<bool>& done) { EXPECT_TRUE(came_back(done)); });
+                                 [&](const std::atomic<bool>& done) {
+                                   if (came_back(done)) return;
+                                   ibv_qp_attr a{};
+                                   a.qp_state = IBV_QPS_SQD;
+                                   a.en_sqd_async_notify = 1;
+                                   ibv_modify_qp(p_.b, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY);
+                                 });
   EXPECT_TRUE(r.slept);
-  EXPECT_EQ(r.rc, -1);
+  EXPECT_EQ(r.rc, -1);  // Expect: the wait ends, no event
   EXPECT_EQ(r.err, EINTR);
+  if (r.rc == 0) ibv_ack_async_event(&ev);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
   static constexpr uint32_t kLogSqBbs = 4;
   static constexpr uint32_t kLogRq = 4;
   static constexpr uint32_t kLogCq = 6;
+  static constexpr uint32_t kLogEq = 4;
   static constexpr uint16_t kPeerLid = 9;
   static constexpr uint32_t kPeerQpn = 0x77;
   static constexpr size_t kBufBytes = 256 * 1024;
@@ -60,7 +61,17 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
     hwif::CreateCqOut cqo{};
     hwif::exec_cmd(device_, cq, cqo);
     cqn_ = cqo.cqn;
+    // An async EQ for the QP's affiliated events (take_events()): 16 EQEs, owner invalid for pass 0.
+    eq_.resize((1u << kLogEq) * hwif::kEqeBytes);
+    for (size_t i = 0; i < eq_.size(); i += hwif::kEqeBytes) eq_[i + hwif::kEqeBytes - 1] = 1;
+    hwif::CreateEqIn eq;
+    eq.ring_addr = addr(eq_.data());
+    eq.log_nent = kLogEq;
+    eq.async_events = true;
+    hwif::CreateEqOut eqo{};
+    hwif::exec_cmd(device_, eq, eqo);
     hwif::CreateQpIn qp;
+    qp.async_eqn = eqo.eqn;
     qp.type = type;
     qp.pdn = pdn_;
     qp.send_cqn = qp.recv_cqn = cqn_;
@@ -76,6 +87,17 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
   }
 
   static uint64_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+  // The async events the device wrote since the last call, in order.
+  std::vector<hwif::Eqe> take_events() {
+    std::vector<hwif::Eqe> out;
+    for (;;) {
+      hwif::Eqe e;
+      std::memcpy(&e, eq_.data() + (eq_ci_ & ((1u << kLogEq) - 1)) * hwif::kEqeBytes, sizeof e);
+      if ((e.owner & 1) != ((eq_ci_ >> kLogEq) & 1)) return out;
+      out.push_back(e);
+      ++eq_ci_;
+    }
+  }
   hca::Device& device() { return device_; }
   pcie::Counters& counters() { return counters_; }
   uint8_t* buf() { return buf_.data(); }
@@ -256,7 +278,8 @@ class DeviceHarness : public hca::PacketPort, public hca::EngineClock {
   pcie::Counters counters_;
   hca::Device device_;
   hwif::QpType type_;
-  std::vector<uint8_t> buf_, sq_, rq_, cq_;
+  std::vector<uint8_t> buf_, sq_, rq_, cq_, eq_;
+  uint32_t eq_ci_ = 0;
   alignas(64) hwif::QpDbRec qp_db_{};
   alignas(64) hwif::CqDbRec cq_db_{};
   uint32_t pdn_ = 0, key_ = 0, cqn_ = 0, qpn_ = 0;

@@ -451,6 +451,27 @@ TEST_F(HostilePackets, OnRcALengthMismatchIsNakedInvalidRequestAndWritesNothing)
              "IBA 9.7.5.1.4: the RC responder NAKs and its QP goes to error");
 }
 
+TEST_F(HostilePackets, OnRcAWriteLongerThanItsRethGivesTheResponderQpReqErrAndNoOtherEvent) {
+  // IBA 11.6.3.1: an invalid request with no receive WQE to report it in is the affiliated
+  // Invalid Request Local Work Queue Error (IBV_EVENT_QP_REQ_ERR) of the responder QP.
+  EXPECT_TRUE(h.take_events().empty());
+  h.inject(write_only(kRqPsn, kTarget, 100), std::array<uint8_t, 8>{});
+  const std::vector<hwif::Eqe> events = h.take_events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, hwif::kEqeTypeWqInvalidRequest);
+  EXPECT_EQ(events[0].element.get(), h.qpn());
+}
+
+TEST_F(HostilePackets, OnRcAWriteWithAnRkeyThatNamesNoMrGivesTheResponderQpAccessErr) {
+  auto f = write_only(kRqPsn, kTarget, 8);
+  f.reth->rkey = RKey(h.key() ^ 0x100);
+  h.inject(f, std::array<uint8_t, 8>{});
+  const std::vector<hwif::Eqe> events = h.take_events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, hwif::kEqeTypeWqAccessError);
+  EXPECT_EQ(events[0].element.get(), h.qpn());
+}
+
 // ---- UD ------------------------------------------------------------------------------------------
 
 class UdHostilePackets : public HostilePackets {

@@ -39,13 +39,17 @@ bool Requester::try_open_link() {
   link_.status = ExpressLink::Status::kClosed;
   const AddressVector& av = qp_.attr.av;
   // A WRITE that loops back: our own LID, no GRH, on InfiniBand.
-  if (!dev_.internal_loopback_ || dev_.ethernet() || av.is_global || av.dlid != dev_.lid()) return false;
+  if (!dev_.internal_loopback_ || dev_.ethernet() || av.is_global || av.dlid != dev_.lid() || dev_.port_down())
+    return false;
   // The target takes our WRITEs (its state, transport and P_Key) and they come from where it is
   // connected (Device::from_peer(): our LID, checked once here for the link's life; no GRH).
   QueuePair* target = dev_.qps_.find(qp_.attr.dest_qpn);
   if (target == nullptr || !Responder(dev_, *target).takes_express(dev_.config_.port.pkeys[qp_.attr.pkey_index]) ||
       target->attr.av.dlid != dev_.lid())
     return false;
+  // A target in RTR that has not yet raised COMM_EST takes the first packet the slow way
+  // (Device::accept() raises it).
+  if (target->state() == QpState::kRtr && !target->comm_est_raised) return false;
   link_.status = ExpressLink::Status::kOpen;
   link_.target = target;
   link_.target_state = target->state();

@@ -35,7 +35,7 @@ void Requester::execute(SendRecord& rec) {
   // Nothing older waiting to go out: a WRITE may go at once, whole, as pump() would send it.
   if (qp_.req.tx_psn == rec.first_psn && !qp_.req.rnr_wait && send_express(rec)) return after_sending();
   pump(&rec);
-  if (qp_.type == QpType::kRc || qp_.state() == QpState::kErr) return;
+  if (qp_.type == QpType::kRc || qp_.state() == QpState::kErr || qp_.state() == QpState::kSqe) return;
   // UC and UD complete as soon as the message is on the wire.
   rec.response_done = true;
   qp_.req.una_psn = qp_.req.next_psn;
@@ -46,7 +46,7 @@ void Requester::pump(const SendRecord* hint) {
   RequesterState& rq = qp_.req;
   const bool rc = qp_.type == QpType::kRc;
   const SendRecord* r = hint;
-  while (rq.tx_psn != rq.next_psn && qp_.state() != QpState::kErr) {
+  while (rq.tx_psn != rq.next_psn && qp_.state() != QpState::kErr && qp_.state() != QpState::kSqe) {
     // RC keeps at most kMaxUnackedPsns in flight, and sends nothing while waiting out an RNR NAK.
     if (rc && (rq.rnr_wait || psn_cmp(rq.tx_psn, rq.una_psn) >= static_cast<int32_t>(kMaxUnackedPsns))) break;
     r = record_near(r, rq.tx_psn);
@@ -311,6 +311,7 @@ void Requester::complete_acked() {
     dev_.cancel_timer(qp_);
     if (qp_.req.complete != qp_.req.exec) arm_ack_timer();
   }
+  if (qp_.state() == QpState::kSqd) dev_.check_sq_drained(qp_);
 }
 
 void Requester::retransmit_from(uint32_t psn) {
@@ -338,11 +339,13 @@ void Requester::fail_at(uint32_t psn, CqeSyndrome syndrome) {
     done.send_error(qp_, head.wqe, syndrome);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + head.wqe.bbs);
   }
-  dev_.enter_error(qp_);
+  dev_.send_queue_error(qp_);
 }
 
 void Requester::on_timer(bool rnr_wait) {
-  if (qp_.state() != QpState::kRts || qp_.req.complete == qp_.req.exec) return;
+  // SQD still finishes what it started, retransmissions included.
+  const bool sending = qp_.state() == QpState::kRts || qp_.state() == QpState::kSqd;
+  if (!sending || qp_.req.complete == qp_.req.exec) return;
   if (!rnr_wait) {
     ++dev_.stats_->timeouts;
     if (qp_.req.retries_left == 0) return fail_at(qp_.req.una_psn, CqeSyndrome::kRetryExcErr);

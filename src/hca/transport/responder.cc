@@ -94,7 +94,22 @@ bool Responder::take_srq_wqe(RecvBuffer& rb) {
   rb.valid = true;
   srq->head = wqe.next.next_wqe_index.get();
   ++srq->consumed;
+  if (srq->limit != 0) check_srq_limit(*srq);
   return true;
+}
+
+// IBA 10.2.9.3 / 11.6.3.1 (SRQ Limit Reached): once the WQEs the SRQ holds drop below its armed
+// limit, one event and the limit is disarmed. The count the cache gives may be stale (WQEs posted
+// since): the doorbell record is read again, uncounted as for the CQ's (docs/model.md), before
+// the event is raised.
+void Responder::check_srq_limit(SharedReceiveQueue& srq) {
+  if (static_cast<uint16_t>(srq.posted_cached - srq.consumed) >= srq.limit) return;
+  const auto posted = dev_.read_dbrec_be32(srq.dbrec + offsetof(SrqDbRec, counter), false);
+  if (!posted) return;
+  srq.posted_cached = static_cast<uint16_t>(*posted);
+  if (static_cast<uint16_t>(srq.posted_cached - srq.consumed) >= srq.limit) return;
+  srq.limit = 0;
+  dev_.raise_srq_limit(srq, qp_.srqn);
 }
 
 bool Responder::take_recv_wqe(RecvBuffer& rb) {
@@ -326,25 +341,41 @@ void Responder::rc_duplicate(const fabric::PacketFields& f) {
 }
 
 void Responder::report_rc_error(const fabric::PacketFields& f, Placed p) {
+  // An error with a receive WQE to complete is reported in its CQE; one without (an RDMA or
+  // atomic request) as the affiliated asynchronous error of IBA 11.6.3.1 that it is.
+  uint8_t event = 0;
   switch (p) {
     case Placed::kOk: return;
     case Placed::kNoRecv:
       // The packets behind this one are dropped silently until the requester comes back to it.
       qp_.resp.nak_sent = true;
       return send_ack(f.psn.value(), fabric::rnr_nak_syndrome(qp_.attr.min_rnr_timer));
-    case Placed::kAccess: send_ack(f.psn.value(), fabric::nak_syndrome(NakCode::kRemoteAccessError)); break;
-    case Placed::kInvalid: send_ack(f.psn.value(), fabric::nak_syndrome(NakCode::kInvalidRequest)); break;
+    case Placed::kAccess:
+      send_ack(f.psn.value(), fabric::nak_syndrome(NakCode::kRemoteAccessError));
+      event = kEqeTypeWqAccessError;  // Local Access Violation Work Queue Error
+      break;
+    case Placed::kInvalid:
+      send_ack(f.psn.value(), fabric::nak_syndrome(NakCode::kInvalidRequest));
+      event = kEqeTypeWqInvalidRequest;  // Invalid Request Local Work Queue Error
+      break;
     case Placed::kLength:
-      if (qp_.resp.recv.valid) Completer(dev_).recv_error(qp_, qp_.resp.recv.wqe_counter, CqeSyndrome::kLocLenErr);
+      if (qp_.resp.recv.valid)
+        Completer(dev_).recv_error(qp_, qp_.resp.recv.wqe_counter, CqeSyndrome::kLocLenErr);
+      else
+        event = kEqeTypeWqInvalidRequest;
       qp_.resp.recv.valid = false;
       send_ack(f.psn.value(), fabric::nak_syndrome(NakCode::kInvalidRequest));
       break;
     case Placed::kLocalProt:
-      if (qp_.resp.recv.valid) Completer(dev_).recv_error(qp_, qp_.resp.recv.wqe_counter, CqeSyndrome::kLocProtErr);
+      if (qp_.resp.recv.valid)
+        Completer(dev_).recv_error(qp_, qp_.resp.recv.wqe_counter, CqeSyndrome::kLocProtErr);
+      else
+        event = kEqeTypeWqCatastrophic;  // its receive queue could not be read
       qp_.resp.recv.valid = false;
       send_ack(f.psn.value(), fabric::nak_syndrome(NakCode::kRemoteOperationalError));
       break;
   }
+  if (event != 0) dev_.raise_qp_event(qp_, event);
   // NAKs other than RNR put the responder QP in the error state too (IBA 9.9.3.1, class J).
   dev_.enter_error(qp_);
 }
@@ -419,7 +450,7 @@ void Responder::on_ud(const fabric::PacketFields& f, std::span<const uint8_t> pa
   if (f.deth->qkey != qp_.attr.qkey) return dev_.stats_->drop(DropReason::kBadQkey);
   RecvBuffer& rb = qp_.resp.recv;
   if (!take_recv_wqe(rb)) {
-    if (ring_fault_) return dev_.enter_error(qp_);  // its receive queue cannot be read
+    if (ring_fault_) return dev_.fatal_error(qp_);  // its receive queue cannot be read
     return dev_.stats_->drop(DropReason::kNoReceiveWqe);
   }
   if (payload.size() + kGrhSlotBytes > rb.capacity) {

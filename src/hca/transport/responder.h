@@ -97,6 +97,7 @@ class Responder {
   }
   bool take_rq_wqe(RecvBuffer& rb);
   bool take_srq_wqe(RecvBuffer& rb);
+  void check_srq_limit(SharedReceiveQueue& srq);  // after a WQE was taken from an armed SRQ
   bool scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data);
   void complete_recv(const fabric::PacketFields& f, hwif::CqeOpcode op, uint32_t byte_len);
   void report_rc_error(const fabric::PacketFields& f, Placed p);

@@ -23,7 +23,7 @@ TEST(DmaOffset, AnRdmaWriteAndItsCompletionEventWorkWhenDmaAddressesAreNotPointe
   link.cmd = &r.dev;
   link.blueflame = BlueFlameMode::kOff;  // the WQE from the ring, by DMA
   link.kernel = &r.kernel;
-  verbs_context* v = open_context(&r.device, link, -1, -1);
+  verbs_context* v = open_context(&r.device, link, -1);
   ASSERT_NE(v, nullptr);
   ibv_context* ctx = &v->context;
   ibv_pd* pd = alloc_pd(ctx);

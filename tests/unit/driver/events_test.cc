@@ -1,5 +1,5 @@
 // Completion events: arming a CQ (doorbell record + CQ doorbell), the event queue behind a
-// completion channel, and get_cq_event with a hand-written EQE and an eventfd write.
+// completion channel, and get_cq_event with a hand-written EQE and a raised vector.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -23,14 +23,10 @@ void write_eqe(const DeviceHarness& h, const hwif::CreateEqIn& eq, uint32_t inde
   auto* ring = h.host<hwif::Eqe>(eq.ring_addr);
   hwif::Eqe& e = ring[index & ((1u << eq.log_nent) - 1)];
   e.type = hwif::kEqeTypeCompletion;
-  e.cqn = cqn;
+  e.element = cqn;
   std::atomic_ref<uint8_t>(e.owner).store(static_cast<uint8_t>((index >> eq.log_nent) & 1), std::memory_order_release);
 }
 
-void signal(int fd) {
-  const uint64_t one = 1;
-  ASSERT_EQ(::write(fd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
-}
 
 TEST(Events, ArmingWritesTheArmWordToTheRecordAndRingsTheCqDoorbellWithCqn) {
   DeviceHarness h;
@@ -55,7 +51,7 @@ TEST(Events, GetCqEventReturnsTheCqNamedByTheEqeAndTheNextArmUsesTheNextSequence
   EXPECT_EQ(ch->context, h.ctx());
   ASSERT_EQ(h.dev.eqs.size(), 1u);
   const auto& [eqn, eq] = *h.dev.eqs.begin();
-  EXPECT_EQ(eq.msi_vector, FakeKernel::kVectorBase);  // the vector the host kernel gave, not the fd
+  EXPECT_EQ(eq.msi_vector, FakeKernel::kVectorBase + 1);  // the vector the host kernel gave (after the async EQ's), not the fd
   EXPECT_EQ(fcntl(ch->fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
 
   ibv_cq* cq = create_cq(h.ctx(), 15, ch, 1);
@@ -69,7 +65,7 @@ TEST(Events, GetCqEventReturnsTheCqNamedByTheEqeAndTheNextArmUsesTheNextSequence
 
   ASSERT_EQ(req_notify_cq(cq, 0), 0);
   write_eqe(h, eq, 0, cq->handle);
-  signal(ch->fd);
+  h.kernel.raise(eq.msi_vector);  // the device's MSI-X write
   ibv_cq* got = nullptr;
   void* got_ctx = nullptr;
   ASSERT_EQ(get_cq_event(ch, &got, &got_ctx), 0);
@@ -96,7 +92,7 @@ TEST(Events, ANonBlockingChannelWithNothingPendingFailsWithEagain) {
   EXPECT_EQ(get_cq_event(ch, &got, &got_ctx), -1);
   EXPECT_EQ(errno, EAGAIN);
   // A stale interrupt with no EQE behind it is consumed and still reports EAGAIN.
-  signal(ch->fd);
+  h.kernel.raise(h.dev.eqs.begin()->second.msi_vector);
   EXPECT_EQ(get_cq_event(ch, &got, &got_ctx), -1);
   EXPECT_EQ(errno, EAGAIN);
   EXPECT_EQ(destroy_comp_channel(ch), 0);
@@ -140,7 +136,7 @@ TEST(Events, EqesOfDestroyedCqsAreSkippedAndTheRingWraps) {
   for (uint32_t i = 0; i < nent + 2; ++i) {
     write_eqe(h, eq, i, i % 3 == 1 ? 0xabcdef : cq->handle);  // every third names no CQ
     if (i % 3 == 1) continue;
-    signal(ch->fd);
+    h.kernel.raise(eq.msi_vector);
     ASSERT_EQ(get_cq_event(ch, &got, &c), 0) << i;
     EXPECT_EQ(got, cq);
   }

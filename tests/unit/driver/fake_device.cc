@@ -84,7 +84,8 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     }
     case O::kCreateEq: {
       const uint32_t n = next_eqn_++;
-      eqs[n] = *static_cast<const hwif::CreateEqIn*>(in);
+      const auto& i = *static_cast<const hwif::CreateEqIn*>(in);
+      (i.async_events ? async_eqs : eqs)[n] = i;
       static_cast<hwif::CreateEqOut*>(out)->eqn = n;
       return 0;
     }
@@ -159,6 +160,7 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kUntrackConnection:
     case O::kAttachMcast:
     case O::kDetachMcast:
+    case O::kSetPortState:
       return 0;
   }
   return EOPNOTSUPP;
@@ -171,7 +173,7 @@ DeviceHarness::DeviceHarness(BlueFlameMode mode, uint32_t uar_index) {
   link.uar_index = uar_index;
   link.blueflame = mode;
   link.kernel = &kernel;
-  vctx_ = open_context(&device_, link, -1, -1);
+  vctx_ = open_context(&device_, link, -1);
   EXPECT_NE(vctx_, nullptr);
   pd_ = alloc_pd(ctx());
   EXPECT_NE(pd_, nullptr);

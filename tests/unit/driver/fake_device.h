@@ -38,7 +38,8 @@ class FakeDevice final : public hwif::MmioTarget, public hwif::CommandInterface 
   std::vector<MmioWrite> mmio;
   std::map<uint32_t, hwif::CreateQpIn> qps;
   std::map<uint32_t, hwif::CreateCqIn> cqs;
-  std::map<uint32_t, hwif::CreateEqIn> eqs;
+  std::map<uint32_t, hwif::CreateEqIn> eqs;        // completion channels' EQs
+  std::map<uint32_t, hwif::CreateEqIn> async_eqs;  // contexts' async EQs
   std::map<uint32_t, hwif::CreateSrqIn> srqs;
   std::map<uint32_t, hwif::CreateMkeyIn> mkeys;
   std::vector<hwif::ModifyQpIn> modifies;

@@ -1,6 +1,6 @@
 #include "fake_kernel.h"
 
-#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,7 +18,10 @@ uintptr_t ptr_bits(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 FakeKernel::~FakeKernel() {
   for (const auto& [p, size] : buffers_) std::free(reinterpret_cast<void*>(p));
-  for (const auto& [v, fd] : vectors_) ::close(fd);
+  for (const auto& [v, ends] : vectors_) {
+    ::close(ends.first);
+    ::close(ends.second);
+  }
 }
 
 pcie::DmaMemory FakeKernel::alloc_coherent(size_t bytes) {
@@ -91,22 +94,23 @@ int FakeKernel::alloc_vector(uint64_t* vector) {
     errno = std::exchange(fail_vector, 0);
     return -1;
   }
-  const int fd = ::eventfd(0, EFD_CLOEXEC);
-  if (fd < 0) return -1;
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, ends) != 0) return -1;
   *vector = next_vector_++;
-  vectors_[*vector] = fd;
-  return fd;
+  vectors_[*vector] = {ends[0], ends[1]};
+  return ends[0];
 }
 
 void FakeKernel::free_vector(uint64_t vector, int fd) {
   std::lock_guard g(lock_);
   ++calls.free_vector;
   auto it = vectors_.find(vector);
-  if (it == vectors_.end() || it->second != fd) {
+  if (it == vectors_.end() || it->second.first != fd) {
     ++mismatches;
     return;
   }
   ::close(fd);
+  ::close(it->second.second);
   vectors_.erase(it);
 }
 
@@ -115,12 +119,23 @@ int FakeKernel::wait_vector(int fd) {
     std::lock_guard g(lock_);
     ++calls.wait;
   }
-  uint64_t count = 0;
-  const ssize_t r = ::read(fd, &count, sizeof(count));
-  if (r == static_cast<ssize_t>(sizeof(count))) return 0;
-  if (r >= 0) errno = EIO;
-  return -1;
+  char buf[16];
+  if (::recv(fd, buf, sizeof(buf), 0) < 0) return -1;
+  clear_vector(fd);
+  return 0;
 }
+
+void FakeKernel::clear_vector(int fd) {
+  {
+    std::lock_guard g(lock_);
+    ++calls.clear;
+  }
+  char buf[16];
+  while (::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+  }
+}
+
+void FakeKernel::raise_vector(uint64_t vector, int /*fd*/) { raise(vector); }
 
 uint8_t* FakeKernel::host(uint64_t dma) const {
   if (pcie::dma_slot(dma) != kSlot) return nullptr;
@@ -143,10 +158,10 @@ void FakeKernel::raise(uint64_t vector) {
       ++mismatches;
       return;
     }
-    fd = it->second;
+    fd = it->second.second;
   }
-  const uint64_t one = 1;
-  [[maybe_unused]] const ssize_t n = ::write(fd, &one, sizeof(one));
+  const char one = 1;
+  [[maybe_unused]] const ssize_t n = ::send(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 size_t FakeKernel::pins_held() const {

@@ -1,8 +1,9 @@
 // A fake host kernel for the driver's unit tests. It hands out DMA addresses that are NOT
 // pointers (process slot kSlot in the live runtimes' layout, pcie/host_bridge.h), so a driver
 // that gave the device a pointer instead of a DMA address is caught; it records every call and
-// what is outstanding, and can fail the next call of a kind. Vectors are eventfds with numbers
-// unrelated to the fd (kVectorBase + n), as MSI-X vectors are; raise() is the device side.
+// what is outstanding, and can fail the next call of a kind. Vectors are datagram socket pairs
+// with numbers unrelated to the fd (kVectorBase + n), as MSI-X vectors are; raise() is the device
+// side (one datagram per firing).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,8 @@ class FakeKernel final : public pcie::HostKernel {
   int alloc_vector(uint64_t* vector) override;
   void free_vector(uint64_t vector, int fd) override;
   int wait_vector(int fd) override;
+  void clear_vector(int fd) override;
+  void raise_vector(uint64_t vector, int fd) override;
 
   // The device's view: the memory behind a DMA address this kernel handed out (a coherent buffer
   // or a pinned range), or nullptr. The MSI-X write of a vector: one firing.
@@ -42,7 +45,7 @@ class FakeKernel final : public pcie::HostKernel {
 
   // Calls made, and what is held now.
   struct Calls {
-    int alloc = 0, free = 0, pin = 0, unpin = 0, alloc_vector = 0, free_vector = 0, wait = 0;
+    int alloc = 0, free = 0, pin = 0, unpin = 0, alloc_vector = 0, free_vector = 0, wait = 0, clear = 0;
   };
   Calls calls;
   pcie::PinAccess last_pin_access = pcie::PinAccess::kRead;
@@ -58,7 +61,7 @@ class FakeKernel final : public pcie::HostKernel {
   mutable std::mutex lock_;
   std::map<uintptr_t, size_t> buffers_;                    // pointer -> size
   std::map<std::pair<uintptr_t, size_t>, int> pins_;       // (addr, len) -> nesting count
-  std::map<uint64_t, int> vectors_;                        // vector -> fd
+  std::map<uint64_t, std::pair<int, int>> vectors_;        // vector -> (fd, its sending end)
   uint64_t next_vector_ = kVectorBase;
 };
 

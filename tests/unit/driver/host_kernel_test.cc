@@ -37,58 +37,59 @@ bool is_kernel_dma(const DeviceHarness& h, uint64_t dma) {
 
 TEST(HostKernel, EveryObjectKindTakesItsMemoryAndVectorsFromTheKernelAndGivesThemBackOnDestroy) {
   DeviceHarness h;
-  ASSERT_EQ(held(h.kernel), (Held{0, 0, 0}));
+  // The context holds its async EQ: a ring and a vector.
+  ASSERT_EQ(held(h.kernel), (Held{1, 0, 1}));
 
   ibv_comp_channel* ch = create_comp_channel(h.ctx());
   ASSERT_NE(ch, nullptr);
-  EXPECT_EQ(held(h.kernel), (Held{1, 0, 1}));  // the EQ ring and one vector
-  EXPECT_EQ(h.kernel.bytes_held(), 1024u * 16u);  // 1024 EQEs of 16 bytes
+  EXPECT_EQ(held(h.kernel), (Held{2, 0, 2}));  // the EQ ring and one vector
+  EXPECT_EQ(h.kernel.bytes_held(), 1024u * 16u + 256u * 16u);  // 1024 EQEs of 16 bytes, + the async EQ's 256
 
   ibv_cq* cq = create_cq(h.ctx(), 15, ch, 0);
   ASSERT_NE(cq, nullptr);
-  EXPECT_EQ(held(h.kernel), (Held{3, 0, 1}));  // + CQ ring and doorbell record
+  EXPECT_EQ(held(h.kernel), (Held{4, 0, 2}));  // + CQ ring and doorbell record
 
   ibv_srq_init_attr sa{};
   sa.attr.max_wr = 7;
   sa.attr.max_sge = 1;
   ibv_srq* srq = create_srq(h.pd(), &sa);
   ASSERT_NE(srq, nullptr);
-  EXPECT_EQ(held(h.kernel), (Held{5, 0, 1}));  // + SRQ ring and doorbell record
+  EXPECT_EQ(held(h.kernel), (Held{6, 0, 2}));  // + SRQ ring and doorbell record
 
   ibv_qp* rc = h.qp(IBV_QPT_RC, 16, 1, 0, 0, false, cq);
   ASSERT_NE(rc, nullptr);
-  EXPECT_EQ(held(h.kernel), (Held{8, 0, 1}));  // + SQ, RQ and doorbell record
+  EXPECT_EQ(held(h.kernel), (Held{9, 0, 2}));  // + SQ, RQ and doorbell record
   ibv_qp* on_srq = h.qp(IBV_QPT_RC, 16, 1, 0, 0, false, cq, 16, 1, srq);
   ASSERT_NE(on_srq, nullptr);
-  EXPECT_EQ(held(h.kernel), (Held{10, 0, 1}));  // + SQ and doorbell record, no RQ
+  EXPECT_EQ(held(h.kernel), (Held{11, 0, 2}));  // + SQ and doorbell record, no RQ
 
   std::array<uint8_t, 64> buf{};
   ibv_mr* mr = reg_mr(h.pd(), buf.data(), buf.size(), addr_of(buf.data()), IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr);
-  EXPECT_EQ(held(h.kernel), (Held{10, 1, 1}));
+  EXPECT_EQ(held(h.kernel), (Held{11, 1, 2}));
 
   ibv_ah_attr aa{};
   aa.dlid = 3;
   aa.port_num = 1;
   ibv_ah* ah = create_ah(h.pd(), &aa);
   ASSERT_NE(ah, nullptr);
-  EXPECT_EQ(held(h.kernel), (Held{10, 1, 1}));  // an AH lives in the driver only
+  EXPECT_EQ(held(h.kernel), (Held{11, 1, 2}));  // an AH lives in the driver only
 
   EXPECT_EQ(destroy_ah(ah), 0);
   EXPECT_EQ(dereg_mr(mr), 0);
-  EXPECT_EQ(held(h.kernel), (Held{10, 0, 1}));
+  EXPECT_EQ(held(h.kernel), (Held{11, 0, 2}));
   EXPECT_EQ(h.destroy(on_srq), 0);
   EXPECT_EQ(h.destroy(rc), 0);
-  EXPECT_EQ(held(h.kernel), (Held{5, 0, 1}));
+  EXPECT_EQ(held(h.kernel), (Held{6, 0, 2}));
   EXPECT_EQ(destroy_srq(srq), 0);
-  EXPECT_EQ(held(h.kernel), (Held{3, 0, 1}));
+  EXPECT_EQ(held(h.kernel), (Held{4, 0, 2}));
   EXPECT_EQ(destroy_cq(cq), 0);
-  EXPECT_EQ(held(h.kernel), (Held{1, 0, 1}));
+  EXPECT_EQ(held(h.kernel), (Held{2, 0, 2}));
   EXPECT_EQ(destroy_comp_channel(ch), 0);
-  EXPECT_EQ(held(h.kernel), (Held{0, 0, 0}));
-  EXPECT_EQ(h.kernel.calls.alloc, 10);
+  EXPECT_EQ(held(h.kernel), (Held{1, 0, 1}));
+  EXPECT_EQ(h.kernel.calls.alloc, 11);  // the async EQ's ring too, freed when the context closes
   EXPECT_EQ(h.kernel.calls.free, 10);
-  EXPECT_EQ(h.kernel.calls.alloc_vector, 1);
+  EXPECT_EQ(h.kernel.calls.alloc_vector, 2);
   EXPECT_EQ(h.kernel.calls.free_vector, 1);
   EXPECT_EQ(h.kernel.mismatches, 0);
 }
@@ -257,7 +258,7 @@ TEST(HostKernel, WhenTheKernelHasNoMemoryEveryCreateFailsWithItsErrnoAndLeavesNo
   qa.cap.max_recv_sge = 1;
   EXPECT_EQ(create_qp(h.pd(), &qa, 0), nullptr);
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(held(h.kernel), (Held{2, 0, 0}));  // only the CQ made after the failures
+  EXPECT_EQ(held(h.kernel), (Held{3, 0, 1}));  // only the CQ made after the failures
   EXPECT_TRUE(h.dev.eqs.empty());
   EXPECT_TRUE(h.dev.srqs.empty());
   EXPECT_TRUE(h.dev.qps.empty());
@@ -270,13 +271,13 @@ TEST(HostKernel, AChannelWithoutAVectorOrRefusedByTheDeviceGivesBackItsRingAndVe
   errno = 0;
   EXPECT_EQ(create_comp_channel(h.ctx()), nullptr);
   EXPECT_EQ(errno, EMFILE);
-  EXPECT_EQ(held(h.kernel), (Held{0, 0, 0}));
+  EXPECT_EQ(held(h.kernel), (Held{1, 0, 1}));
 
   h.dev.fail_op = hwif::CmdOpcode::kCreateEq;
   h.dev.fail_err = ENOSPC;
   EXPECT_EQ(create_comp_channel(h.ctx()), nullptr);
   EXPECT_EQ(errno, ENOSPC);
-  EXPECT_EQ(held(h.kernel), (Held{0, 0, 0}));
+  EXPECT_EQ(held(h.kernel), (Held{1, 0, 1}));
   EXPECT_EQ(h.kernel.calls.free_vector, 1);
   EXPECT_EQ(h.kernel.mismatches, 0);
 }
@@ -296,16 +297,16 @@ TEST(HostKernel, GetCqEventWaitsOnTheKernelsVectorAndTheDevicesMsiWakesIt) {
   // The device: the EQE first, then the MSI-X write of the channel's vector.
   auto* e = h.host<hwif::Eqe>(eq.ring_addr);
   e->type = hwif::kEqeTypeCompletion;
-  e->cqn = cq->handle;
+  e->element = cq->handle;
   std::atomic_ref<uint8_t>(e->owner).store(0, std::memory_order_release);
-  h.kernel.raise(FakeKernel::kVectorBase);
+  h.kernel.raise(eq.msi_vector);
   waiter.join();
   EXPECT_EQ(got, cq);
   EXPECT_LE(h.kernel.calls.wait, 1);  // 0 when the EQE was seen before waiting
   ack_cq_events(cq, 1);
   EXPECT_EQ(destroy_cq(cq), 0);
   EXPECT_EQ(destroy_comp_channel(ch), 0);
-  EXPECT_EQ(h.kernel.vectors_held(), 0u);
+  EXPECT_EQ(h.kernel.vectors_held(), 1u);  // the context's async EQ's, until it closes
 }
 
 TEST(HostKernel, GetCqEventWithNothingPendingAsksTheKernelOnceAndReportsItsEagain) {
@@ -332,7 +333,7 @@ TEST(HostKernel, AContextNeedsAKernel) {
   link.cmd = &dev;
   ibv_device device{};
   errno = 0;
-  EXPECT_EQ(open_context(&device, link, -1, -1), nullptr);
+  EXPECT_EQ(open_context(&device, link, -1), nullptr);
   EXPECT_EQ(errno, EINVAL);
 }
 

@@ -1,8 +1,9 @@
 // The host kernel of the in-process runtime: DMA addresses are pointers (what IdentityBridge
-// resolves), a pin's is into its window, and a vector is an eventfd whose number is the vector.
+// resolves), a pin's is into its window, and a vector is a datagram socket pair.
 #include "runtime/inproc_kernel.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -79,12 +80,12 @@ TEST(InprocKernel, WriteAccessOnReadOnlyMemoryIsEfault) {
   ::munmap(ro, 4096);
 }
 
-TEST(InprocKernel, AVectorIsAnEventfdThatTheIdentityBridgeRaisesAndWaitVectorConsumes) {
+TEST(InprocKernel, AVectorIsADatagramSocketThatTheIdentityBridgeRaisesAndWaitVectorConsumes) {
   InprocKernel k;
   uint64_t vector = 0;
   const int fd = k.alloc_vector(&vector);
   ASSERT_GE(fd, 0);
-  EXPECT_EQ(vector, static_cast<uint64_t>(fd));
+  EXPECT_NE(vector, static_cast<uint64_t>(fd));  // the sending end, not the fd polled
   EXPECT_EQ(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
   ASSERT_EQ(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
   errno = 0;
@@ -98,10 +99,20 @@ TEST(InprocKernel, AVectorIsAnEventfdThatTheIdentityBridgeRaisesAndWaitVectorCon
   EXPECT_EQ(k.wait_vector(fd), -1);  // nothing left
   EXPECT_EQ(errno, EAGAIN);
 
+  // clear_vector drops what is pending without blocking; raise_vector makes the fd readable again.
+  ASSERT_EQ(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK), 0);
+  k.clear_vector(fd);  // nothing pending, and the fd blocking: returns all the same
+  k.raise_vector(vector, fd);
+  pollfd pfd{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&pfd, 1, 0), 1);
+  k.clear_vector(fd);
+  EXPECT_EQ(poll(&pfd, 1, 0), 0);
+
   EXPECT_EQ(k.outstanding().vectors, 1);
   k.free_vector(vector, fd);
   EXPECT_EQ(k.outstanding().vectors, 0);
-  EXPECT_EQ(fcntl(fd, F_GETFD), -1);  // closed
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1);  // closed, both ends
+  EXPECT_EQ(fcntl(static_cast<int>(vector), F_GETFD), -1);
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 // memory with no receive and no CPU of the target (it spins on the last byte). Afterwards the host
 // segment and the registry file are gone. And the target misusing its registered memory (issue 15):
 // made read-only or unmapped, it still takes the initiator's WRITEs into its pinned pages, and
-// once it deregisters, the initiator's next device entry unmaps its view of them. Every wait is
-// bounded.
+// once it deregisters, the initiator's next device entry unmaps its view of them. Asynchronous
+// events reach the other process's async_fd. Every wait is bounded.
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -124,8 +124,8 @@ Endpoint local_endpoint(Side& s) {
   return Endpoint{pa.lid, s.qp->qp_num, reinterpret_cast<uintptr_t>(s.buf.data()), s.mr->rkey};
 }
 
-// RESET -> INIT -> RTR -> RTS towards the peer. 0 or a step number.
-int connect(Side& s, const Endpoint& peer) {
+// RESET -> INIT -> RTR -> RTS towards the peer (to RTR only without to_rts). 0 or a step number.
+int connect(Side& s, const Endpoint& peer, bool to_rts = true) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
@@ -145,6 +145,7 @@ int connect(Side& s, const Endpoint& peer) {
                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
     return 21;
+  if (!to_rts) return 0;
   a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTS;
   a.timeout = 14;
@@ -337,6 +338,105 @@ int run_boundary_initiator(int in, int out) {
   return write_all(out, &step, 1) ? 0 : 93;
 }
 
+// ---- Asynchronous events across processes ------------------------------------------------------
+// The target's QP stays in RTR: the initiator's SEND raises COMM_EST there, and its RDMA WRITE with
+// a wrong rkey QP_ACCESS_ERR, each written into the target's async EQ by whichever process runs the
+// device and announced by the target's vector, which wakes its blocking ibv_get_async_event.
+
+// The next async event: blocks in ibv_get_async_event once async_fd polls readable (bounded).
+// 0, or a step number.
+int next_async(ibv_context* ctx, ibv_event_type type, ibv_qp* qp) {
+  pollfd pf{ctx->async_fd, POLLIN, 0};
+  if (::poll(&pf, 1, kWaitMs) != 1) return 1;
+  ibv_async_event ev{};
+  if (ibv_get_async_event(ctx, &ev) != 0) return 2;
+  const bool right = ev.event_type == type && ev.element.qp == qp;
+  ibv_ack_async_event(&ev);
+  if (!right) return 3;
+  return ::poll(&pf, 1, 0) == 0 ? 0 : 4;  // nothing else waits
+}
+
+int run_async_target(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return e;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf.data()), kMsgBytes, s.mr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* bad_r = nullptr;
+  const Endpoint me = local_endpoint(s);
+  Endpoint peer{};
+  if (!write_all(out, &me, sizeof(me)) || !read_bounded(in, &peer, sizeof(peer))) return 31;
+  if (int e = connect(s, peer, /*to_rts=*/false); e != 0) return e;
+  if (ibv_post_recv(s.qp, &rwr, &bad_r) != 0) return 30;
+  const uint8_t ready = 1;
+  if (!write_all(out, &ready, 1)) return 33;
+  if (int e = next_async(s.ctx, IBV_EVENT_COMM_EST, s.qp); e != 0) return 70 + e;
+  if (poll_one(s.cq) != IBV_WC_SUCCESS) return 34;
+  if (!write_all(out, &ready, 1)) return 35;  // the initiator may send its bad WRITE now
+  if (int e = next_async(s.ctx, IBV_EVENT_QP_ACCESS_ERR, s.qp); e != 0) return 80 + e;
+  uint8_t done = 0;
+  return read_bounded(in, &done, 1) ? 0 : 37;
+}
+
+int run_async_initiator(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return 40 + e;
+  const Endpoint me = local_endpoint(s);
+  Endpoint peer{};
+  if (!read_bounded(in, &peer, sizeof(peer)) || !write_all(out, &me, sizeof(me))) return 60;
+  if (int e = connect(s, peer); e != 0) return 40 + e;
+  uint8_t ready = 0;
+  if (!read_bounded(in, &ready, 1)) return 61;
+  if (post_and_complete(s, IBV_WR_SEND, 0, peer) != IBV_WC_SUCCESS) return 62;
+  if (!read_bounded(in, &ready, 1)) return 63;
+  Endpoint wrong = peer;
+  wrong.rkey ^= 0x100;
+  if (post_and_complete(s, IBV_WR_RDMA_WRITE, kWriteOffset, wrong) != IBV_WC_REM_ACCESS_ERR) return 64;
+  const uint8_t done = 1;
+  return write_all(out, &done, 1) ? 0 : 65;
+}
+
+// `softhca port down` and `up` from a third process reach a process that has the device open: its
+// blocking ibv_get_async_event returns PORT_ERR, then PORT_ACTIVE, and ibv_query_port follows.
+int next_port_event(ibv_context* ctx, ibv_event_type type) {
+  pollfd pf{ctx->async_fd, POLLIN, 0};
+  if (::poll(&pf, 1, kWaitMs) != 1) return 1;
+  ibv_async_event ev{};
+  if (ibv_get_async_event(ctx, &ev) != 0) return 2;
+  const bool right = ev.event_type == type && ev.element.port_num == 1;
+  ibv_ack_async_event(&ev);
+  return right ? 0 : 3;
+}
+
+int run_port_target(int in, int out) {
+  Side s;
+  if (int e = open_side(s); e != 0) return e;
+  const uint8_t ready = 1;
+  if (!write_all(out, &ready, 1)) return 30;
+  if (int e = next_port_event(s.ctx, IBV_EVENT_PORT_ERR); e != 0) return 40 + e;
+  ibv_port_attr pa{};
+  if (ibv_query_port(s.ctx, 1, &pa) != 0 || pa.state != IBV_PORT_DOWN) return 50;
+  if (!write_all(out, &ready, 1)) return 31;
+  if (int e = next_port_event(s.ctx, IBV_EVENT_PORT_ACTIVE); e != 0) return 60 + e;
+  if (ibv_query_port(s.ctx, 1, &pa) != 0 || pa.state != IBV_PORT_ACTIVE) return 70;
+  uint8_t done = 0;
+  return read_bounded(in, &done, 1) ? 0 : 32;
+}
+
+// Runs `softhca port <state> --fabric F --host H`; its exit status.
+int run_port_tool(const std::string& state, const std::string& fabric, const std::string& host) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(SOFTHCA_TOOL, "softhca", "port", state.c_str(), "--fabric", fabric.c_str(), "--host", host.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 pid_t spawn(const std::string& fabric, const std::string& host, int (*role)(int, int), int in, int out) {
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -427,6 +527,31 @@ TEST(TwoProcessVerbs, RcSendAndRdmaWriteBetweenTwoProcessesOfOneHost) {
 
 TEST(TwoProcessVerbs, RcSendAndRdmaWriteBetweenTwoHostsOverUdp) {
   run_pair("hce2eudp-" + std::to_string(::getpid()), "a", "b");
+}
+
+TEST(TwoProcessVerbs, CommEstAndQpAccessErrReachTheBlockedAsyncWaiterOfTheOtherProcessOfOneHost) {
+  run_pair("hcasync-" + std::to_string(::getpid()), "host0", "host0", run_async_target, run_async_initiator);
+}
+
+TEST(TwoProcessVerbs, CommEstAndQpAccessErrReachTheBlockedAsyncWaiterOfAProcessOnAnotherHost) {
+  run_pair("hcasyncudp-" + std::to_string(::getpid()), "a", "b", run_async_target, run_async_initiator);
+}
+
+TEST(TwoProcessVerbs, SofthcaPortDownAndUpReachAnotherProcessOfTheHostAsPortErrAndPortActive) {
+  const std::string fabric = "hcport-" + std::to_string(::getpid());
+  int to_target[2];
+  int from_target[2];
+  ASSERT_EQ(::pipe(to_target), 0);
+  ASSERT_EQ(::pipe(from_target), 0);
+  const pid_t target = spawn(fabric, "host0", run_port_target, to_target[0], from_target[1]);
+  uint8_t step = 0;
+  EXPECT_TRUE(read_bounded(from_target[0], &step, 1));  // its context is open
+  EXPECT_EQ(run_port_tool("down", fabric, "host0"), 0);
+  EXPECT_TRUE(read_bounded(from_target[0], &step, 1));  // it saw PORT_ERR and PORT_DOWN
+  EXPECT_EQ(run_port_tool("up", fabric, "host0"), 0);
+  EXPECT_TRUE(write_all(to_target[1], &step, 1));
+  EXPECT_EQ(reap(target), 0);
+  for (int fd : {to_target[0], to_target[1], from_target[0], from_target[1]}) ::close(fd);
 }
 
 TEST(TwoProcessVerbs, WritesIntoRegionsTheTargetMadeReadOnlyOrUnmappedLandInItsPinnedPagesAndDeregistrationReachesThePeer) {
