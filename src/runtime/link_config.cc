@@ -77,12 +77,11 @@ bool link_options_from_env(LinkOptions& out, std::string& error) {
   out = LinkOptions{};
   const char* link = std::getenv("SOFTHCA_LINK");
   const std::string l = link != nullptr ? link : "";
-  if (l.empty() || l == "ib") return true;
-  if (l != "roce") {
+  if (!l.empty() && l != "ib" && l != "roce") {
     error = "SOFTHCA_LINK=" + l + ": expected ib or roce";
     return false;
   }
-  out.layer = hwif::LinkLayer::kEthernet;
+  // The host's address on either link (docs/addresses.md): on InfiniBand the one rdma_cm resolves.
   if (const char* ip = std::getenv("SOFTHCA_IP"); ip != nullptr && *ip != '\0') {
     in_addr a{};
     if (::inet_pton(AF_INET, ip, &a) != 1 || a.s_addr == 0) {
@@ -91,6 +90,8 @@ bool link_options_from_env(LinkOptions& out, std::string& error) {
     }
     out.ipv4 = ntohl(a.s_addr);
   }
+  if (l != "roce") return true;
+  out.layer = hwif::LinkLayer::kEthernet;
   if (const char* port = std::getenv("SOFTHCA_ROCE_PORT"); port != nullptr && *port != '\0') {
     char* end = nullptr;
     const unsigned long p = std::strtoul(port, &end, 10);

@@ -38,7 +38,7 @@ usage="usage: $0 SOFTHCA_BIN LIB_DIR [--link roce] [--two-hosts] [--listening SH
 softhca=${1:?$usage}
 lib_dir=${2:?$usage}
 shift 2
-link=() shim="" two_hosts=""
+link=() shim="" two_hosts="" fixed_ips=""
 while [[ ${1:-} == --* ]]; do
   case $1 in
     --link) link=(--link "$2"); shift 2 ;;
@@ -88,8 +88,9 @@ side_command() {
   if [[ -n $two_hosts ]]; then
     if [[ $side == server ]]; then host=(--host b); else host=(--host a); fi
     # RoCE: addresses of this run's own (the first host of a fabric would take the machine's
-    # interface address and its RoCE port, which another run's host may hold at the same time).
-    if [[ ${link[*]} == *roce* ]]; then
+    # interface address and its RoCE port, which another run's host may hold at the same time);
+    # on InfiniBand too where the client must know b's address before b runs (fixed_ips).
+    if [[ ${link[*]} == *roce* || -n $fixed_ips ]]; then
       if [[ $side == server ]]; then host+=(--ip "$roce_net.2"); else host+=(--ip "$roce_net.1"); fi
     fi
   fi
@@ -102,6 +103,10 @@ side_command() {
 server_address() {
   if [[ -z $two_hosts ]]; then
     echo 127.0.0.1
+    return
+  fi
+  if [[ -n $fixed_ips ]]; then
+    echo "$roce_net.2"
     return
   fi
   wait_listening_cm >/dev/null || return 1
@@ -336,6 +341,7 @@ case $case_name in
     tests=("$@")
     ((${#tests[@]} > 0)) || { echo "qperf TEST..."; exit 2; }
     need /usr/bin/qperf
+    fixed_ips=1
     # Its control port is a real TCP port: another one when that is taken (by any program).
     for try in 1 2 3 4 5; do
       start_server qperf -lp "$port"
@@ -351,8 +357,12 @@ case $case_name in
     # qperf's server binds its rdma_cm id, sends the port to the client over TCP, and only then
     # calls rdma_listen: a client quicker than that gets REJ 8 (no listener), as it would from a
     # kernel's ib_cm. That race is qperf's: the client runs again, as for the other programs.
+    # qperf names one host for its TCP control connection and for rdma_cm: with --two-hosts, b's
+    # address (which the machine routes to itself). qperf's server opens the device only when a
+    # test starts, so b's address is fixed beforehand (--ip, recorded in the registry as it joins).
+    peer=$(server_address) || failed "no address for host b"
     run_client 'always:unexpected event from RDMA CM: Event rejected' \
-      qperf -lp "$port" -cm1 -t 1 127.0.0.1 "${tests[@]}"
+      qperf -lp "$port" -cm1 -t 1 "$peer" "${tests[@]}"
     # The server runs until stopped: SIGTERM through its `timeout`, which passes it on — once the
     # child that served the test has finished (10 s at most): a child killed while it detaches
     # would leave the host segment behind (the last process to leave unlinks it).
