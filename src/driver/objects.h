@@ -85,7 +85,12 @@ struct CompChannel {
 };
 
 struct Cq {
-  ibv_cq cq;
+  // A CQ of create_cq_ex is an ibv_cq_ex, whose leading members are an ibv_cq's (ibv_cq_ex_to_cq
+  // is a cast): `cq` names those for every CQ.
+  union {
+    ibv_cq cq;
+    ibv_cq_ex cqx;
+  };
   Context* ctx = nullptr;
   uint32_t cqn = 0;
   HostBuffer ring;  // nent Cqe64; replaced by resize_cq, under lock
@@ -98,6 +103,13 @@ struct Cq {
   uint32_t events_reported = 0;     // under cq.mutex: events returned by get_cq_event
   CompChannel* channel = nullptr;
   std::atomic<uint32_t> users{0};  // QPs (once per queue using it)
+  // create_cq_ex only (cq_ex_poll.cc). wc_flags and wall_offset_ns are set at creation; `cur`
+  // and `cur_ts` belong to the thread between start_poll and end_poll (which holds `lock`).
+  uint64_t wc_flags = 0;       // IBV_WC_EX_WITH_* asked for
+  int64_t wall_offset_ns = 0;  // wall clock [ns] - device ticks [1 ns], from QueryClock at creation
+  ibv_wc cur{};                // the completion start_poll/next_poll stand on
+  uint64_t cur_ts = 0;         // its CQE's timestamp in device ticks (0: an error CQE, or none)
+  bool consumed = false;       // CQEs were consumed since start_poll: end_poll publishes the index
 };
 
 struct Srq {

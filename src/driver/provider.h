@@ -71,6 +71,18 @@ int destroy_cq(ibv_cq* cq);  // EBUSY while a QP or SRQ uses it
 // 0 or an errno: EINVAL for a NULL cq, cqe <= 0 or > max_cqe, or fewer entries than CQEs not yet
 // polled. Completions not yet polled are kept, in order.
 int resize_cq(ibv_cq* cq, int cqe);
+// ibv_create_cq_ex: a CQ polled through the ibv_cq_ex ops (start_poll .. end_poll, the read_*
+// functions; cq_ex_poll.cc), also usable with poll_cq. EINVAL for comp_mask bits rdma-core 44
+// does not define; EOPNOTSUPP for wc_flags beyond the standard ones and the two timestamps
+// (CVLAN, FLOW_TAG, TM_INFO) or creation flags other than SINGLE_THREADED; EINVAL for a PD that
+// is not a parent domain; then as create_cq.
+ibv_cq_ex* create_cq_ex(ibv_context* ctx, const ibv_cq_init_attr_ex* attr);
+// ibv_modify_cq: moderation (IBV_CQ_ATTR_MODERATE). 0 or an errno: EINVAL for no or unknown
+// attr_mask bits and for a period above the device's max_cq_moderation_period.
+int modify_cq(ibv_cq* cq, const ibv_modify_cq_attr* attr);
+// ibv_query_rt_values_ex: the device clock in raw_clock.tv_nsec (tv_sec 0), as mlx5 reports its
+// cycle counter. EINVAL for comp_mask bits other than IBV_VALUES_MASK_RAW_CLOCK.
+int query_rt_values(ibv_context* ctx, ibv_values_ex* values);
 // Blocks (unless the channel fd is non-blocking: -1/EAGAIN) until an event arrives.
 int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context);
 void ack_cq_events(ibv_cq* cq, unsigned int nevents);

@@ -1,6 +1,7 @@
 // The "complete" stage: writes CQEs (requester, responder, error) into CQ rings by DMA with the
 // ownership bit for the current pass, and raises completion events through the CQ's event queue
-// when the CQ is armed. A DMA fault on a CQ's ring or doorbell record, or on an EQ's ring, puts
+// when the CQ is armed, at once or as the CQ's moderation (count, period) allows. CQs created
+// with timestamps get the device clock in their success CQEs. A DMA fault on a CQ's ring or doorbell record, or on an EQ's ring, puts
 // that queue in error: it writes nothing more (counted in DeviceStats).
 #pragma once
 #include <cstdint>
@@ -37,9 +38,13 @@ class Completer {
   // CQ arm doorbell: request an event for the next (solicited) CQE written from now on. The
   // doorbell's consumer index is not needed for that (completer.cc says why).
   void arm(CompletionQueue& cq, bool solicited_only);
+  // The moderation period of an armed CQ ran out (Device::on_timer): its event goes now.
+  void moderation_expired(CompletionQueue& cq, uint32_t cqn);
 
  private:
   void write(uint32_t cqn, const hwif::Cqe64& cqe, bool solicited, bool is_error);
+  // A CQE that qualifies for the armed CQ's event: raised now, or held back by moderation.
+  void on_qualifying_cqe(CompletionQueue& cq, uint32_t cqn);
   void raise_event(CompletionQueue& cq, uint32_t cqn);
 
   Device& dev_;

@@ -82,6 +82,8 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kAttachMcast: return run_command(*this, &Device::cmd_attach_mcast, in, in_len, out, out_len);
     case CmdOpcode::kDetachMcast: return run_command(*this, &Device::cmd_detach_mcast, in, in_len, out, out_len);
     case CmdOpcode::kResizeCq: return run_command(*this, &Device::cmd_resize_cq, in, in_len, out, out_len);
+    case CmdOpcode::kModifyCq: return run_command(*this, &Device::cmd_modify_cq, in, in_len, out, out_len);
+    case CmdOpcode::kQueryClock: return run_command(*this, &Device::cmd_query_clock, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
@@ -157,6 +159,7 @@ int Device::cmd_create_cq(const CreateCqIn& in, CreateCqOut& out) {
   cq->dbrec = in.dbrec_addr;
   cq->log_nent = in.log_nent;
   cq->eqn = in.eqn;
+  cq->timestamps = (in.flags & kCqTimestamps) != 0;
   if (eq) ++eq->users;
   return 0;
 }
@@ -182,6 +185,26 @@ int Device::cmd_resize_cq(const ResizeCqIn& in, ResizeCqOut& out) {
   cq->ring = in.ring_addr;
   cq->log_nent = in.log_nent;
   out.pi = cq->pi;
+  return 0;
+}
+
+// Takes effect for the next qualifying CQE: one already held back keeps its timer, and a count
+// lowered to what is already pending raises the event with the next CQE.
+int Device::cmd_modify_cq(const ModifyCqIn& in, NoOut&) {
+  CompletionQueue* cq = cqs_.find(in.cqn);
+  if (cq == nullptr || cqs_.owner_of(in.cqn) != owner_) return EINVAL;
+  if (in.cq_count > config_.caps.max_cq_moderation_count) return EINVAL;
+  if (in.cq_period_us > config_.caps.max_cq_moderation_period_us) return EINVAL;
+  cq->mod_count = static_cast<uint16_t>(in.cq_count);
+  cq->mod_period_us = static_cast<uint16_t>(in.cq_period_us);
+  return 0;
+}
+
+// The clock and the wall clock at one reading of the engine clock.
+int Device::cmd_query_clock(const QueryClockIn&, QueryClockOut& out) {
+  const Picoseconds t = now();
+  out.ticks = static_cast<uint64_t>(t.count() / kPsPerClockTick);
+  out.wall_ns = clock_.wall_clock_ns(t);
   return 0;
 }
 

@@ -42,8 +42,8 @@ struct DeviceState {
   // last; 5: a send record's first SGE in its first 128 bytes, the UD address after the SGE slots;
   // 6: the bad_source drop counter; 7: key variants and indexes drawn from the seed (MemoryKeysState);
   // 8: QP1's MAD agents and bound services (MadState), the no_mad_agent drop counter; 9: connections
-  // tracked for their DREQ, multicast groups (McastState)
-  static constexpr uint32_t kVersion = 9;
+  // tracked for their DREQ, multicast groups (McastState); 10: CQ timestamps and moderation
+  static constexpr uint32_t kVersion = 10;
 
   uint64_t magic = 0;
   uint32_t version = 0;

@@ -36,6 +36,8 @@ enum class CmdOpcode : uint16_t {
   kUntrackConnection,
   kAttachMcast,
   kDetachMcast,
+  kModifyCq,
+  kQueryClock,
 };
 
 struct NoOut {};
@@ -81,6 +83,12 @@ struct CreateEqOut { uint32_t eqn = 0; };
 struct DestroyEqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyEq; uint32_t eqn = 0; };
 
 inline constexpr uint32_t kNoEq = 0xffffffff;
+// CreateCqIn::flags.
+enum CqFlags : uint32_t {
+  // The device writes its clock into every success CQE (Cqe64::timestamp): a CQ created for
+  // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP(_WALLCLOCK). Others leave the field 0 and read no clock.
+  kCqTimestamps = 1u << 0,
+};
 struct CreateCqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateCq;
   uint64_t ring_addr = 0;   // nent * 64-byte CQEs, initialised to op_own = 0xf0
@@ -88,6 +96,7 @@ struct CreateCqIn {
   uint32_t log_nent = 0;
   uint32_t eqn = kNoEq;     // where completion events go (kNoEq: no completion channel)
   uint32_t uar_index = 0;
+  uint32_t flags = 0;       // CqFlags
 };
 struct CreateCqOut { uint32_t cqn = 0; };
 struct DestroyCqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyCq; uint32_t cqn = 0; };
@@ -105,6 +114,27 @@ struct ResizeCqIn {
   uint32_t cqe = 0;        // the entries the caller asked for (< 2^log_nent)
 };
 struct ResizeCqOut { uint32_t pi = 0; };  // the producer index at the switch
+
+// CQ moderation (ibv_modify_cq, IBV_CQ_ATTR_MODERATE): an armed CQ raises its event once
+// `cq_count` CQEs that qualify for it were written since the arm, or `cq_period_us` microseconds
+// after the first of them, whichever comes first. cq_count 0 or 1: every qualifying CQE raises it
+// at once (no moderation); cq_period_us 0: the count alone decides. EINVAL above the device's
+// DeviceCaps::max_cq_moderation_count / _period_us, or for a CQ of another owner.
+struct ModifyCqIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kModifyCq;
+  uint32_t cqn = 0;
+  uint32_t cq_count = 0;
+  uint32_t cq_period_us = 0;
+};
+
+// The device's free-running clock (DeviceCaps::hca_core_clock_khz ticks: 1 tick = 1 ns) now, and
+// the wall clock (CLOCK_REALTIME, ns since the Unix epoch) at that same instant: what a driver needs
+// to turn the ticks of a CQE into wall-clock time (mlx5's clock_info page serves the same purpose).
+struct QueryClockIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQueryClock; };
+struct QueryClockOut {
+  uint64_t ticks = 0;
+  int64_t wall_ns = 0;
+};
 
 struct CreateSrqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateSrq;

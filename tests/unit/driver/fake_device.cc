@@ -159,6 +159,10 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kUntrackConnection:
     case O::kAttachMcast:
     case O::kDetachMcast:
+    case O::kModifyCq:
+      return 0;
+    case O::kQueryClock:
+      *static_cast<hwif::QueryClockOut*>(out) = {};
       return 0;
   }
   return EOPNOTSUPP;

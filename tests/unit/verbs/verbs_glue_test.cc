@@ -31,29 +31,36 @@ struct BareContext {
   ibv_context* ctx() { return &vctx.context; }
 };
 
-TEST(VerbsContextOps, ANewContextOffersExactlyTheFourSupportedExtendedVerbs) {
+TEST(VerbsContextOps, ANewContextOffersExactlyTheSevenSupportedExtendedVerbs) {
   BareContext c;
   ibv_context* ctx = c.ctx();
   EXPECT_NE(verbs_get_ctx_op(ctx, query_port), nullptr);
   EXPECT_NE(verbs_get_ctx_op(ctx, query_device_ex), nullptr);
   EXPECT_NE(verbs_get_ctx_op(ctx, create_qp_ex), nullptr);
   EXPECT_NE(verbs_get_ctx_op(ctx, create_srq_ex), nullptr);
-  EXPECT_EQ(verbs_get_ctx_op(ctx, create_cq_ex), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, create_cq_ex), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, modify_cq), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, query_rt_values), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, open_xrcd), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, get_srq_num), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, alloc_dm), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, ibv_create_flow), nullptr);
-  EXPECT_EQ(verbs_get_ctx_op(ctx, query_rt_values), nullptr);
+}
+
+TEST(VerbsContextOps, ExtendedCqVerbsRefuseNullArgumentsBeforeTheDriver) {
+  BareContext c;
+  errno = 0;
+  EXPECT_EQ(c.vctx.create_cq_ex(c.ctx(), nullptr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(c.vctx.query_rt_values(c.ctx(), nullptr), EINVAL);
+  EXPECT_EQ(ibv_query_rt_values_ex(c.ctx(), nullptr), EINVAL);
+  ibv_cq cq{};
+  cq.context = c.ctx();
+  EXPECT_EQ(ibv_modify_cq(&cq, nullptr), EINVAL);
 }
 
 TEST(VerbsContextOps, UnsupportedExtendedVerbsAnswerEopnotsuppThroughTheInlineWrappers) {
   BareContext c;
-  ibv_cq_init_attr_ex cq_attr{};
-  cq_attr.cqe = 4;
-  errno = 0;
-  EXPECT_EQ(ibv_create_cq_ex(c.ctx(), &cq_attr), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
-
   ibv_xrcd_init_attr xrcd_attr{};
   errno = 0;
   EXPECT_EQ(ibv_open_xrcd(c.ctx(), &xrcd_attr), nullptr);
