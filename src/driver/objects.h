@@ -64,6 +64,8 @@ struct Mr {
   ibv_mr mr;
   uint64_t pinned_dma = 0;
   size_t pinned_len = 0;
+  unsigned int access = 0;  // as registered (rereg_mr keeps what it does not change)
+  uint64_t iova = 0;
 };
 
 struct Ah {

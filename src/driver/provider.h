@@ -59,6 +59,11 @@ int query_pkey(ibv_context* ctx, uint8_t port, int index, uint16_t* pkey);
 ibv_pd* alloc_pd(ibv_context* ctx);
 int dealloc_pd(ibv_pd* pd);  // EBUSY while MRs, QPs, SRQs or AHs use it
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
+// The provider part of ibv_rereg_mr (flags: enum ibv_rereg_mr_flags, already checked by the verbs
+// layer). 0 or an errno (EINVAL: no change asked for, a PD of another context, inconsistent
+// access, a length above max_mr_size; EFAULT: the new pages cannot be pinned so); on an error
+// the registration is what it was. lkey and rkey are kept.
+int rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
 int dereg_mr(ibv_mr* mr);
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
 int destroy_ah(ibv_ah* ah);

@@ -149,6 +149,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   int cmd_dealloc_pd(const hwif::DeallocPdIn&, hwif::NoOut&);
   int cmd_create_mkey(const hwif::CreateMkeyIn&, hwif::CreateMkeyOut&);
   int cmd_destroy_mkey(const hwif::DestroyMkeyIn&, hwif::NoOut&);
+  int cmd_modify_mkey(const hwif::ModifyMkeyIn&, hwif::NoOut&);
   int cmd_create_eq(const hwif::CreateEqIn&, hwif::CreateEqOut&);
   int cmd_destroy_eq(const hwif::DestroyEqIn&, hwif::NoOut&);
   int cmd_create_cq(const hwif::CreateCqIn&, hwif::CreateCqOut&);

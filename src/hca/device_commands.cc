@@ -84,6 +84,7 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kResizeCq: return run_command(*this, &Device::cmd_resize_cq, in, in_len, out, out_len);
     case CmdOpcode::kModifyCq: return run_command(*this, &Device::cmd_modify_cq, in, in_len, out, out_len);
     case CmdOpcode::kQueryClock: return run_command(*this, &Device::cmd_query_clock, in, in_len, out, out_len);
+    case CmdOpcode::kModifyMkey: return run_command(*this, &Device::cmd_modify_mkey, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
@@ -126,6 +127,25 @@ int Device::cmd_create_mkey(const CreateMkeyIn& in, CreateMkeyOut& out) {
 
 int Device::cmd_destroy_mkey(const DestroyMkeyIn& in, NoOut&) {
   return mkeys_.destroy(in.lkey) ? 0 : EINVAL;
+}
+
+int Device::cmd_modify_mkey(const ModifyMkeyIn& in, NoOut&) {
+  Mkey* m = mkeys_.find_owned(in.lkey, owner_);
+  if (m == nullptr) return EINVAL;
+  const uint32_t pdn = (in.what & kMkeyPd) != 0 ? in.pdn : m->pdn;
+  const uint32_t access = (in.what & kMkeyAccess) != 0 ? in.access : m->access;
+  if (pds_.find(pdn) == nullptr) return EINVAL;
+  // As at create: remote write or atomic access requires local write (IBA 10.6.3.1 / C10-88).
+  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite)) return EINVAL;
+  if ((in.what & kMkeyTranslation) != 0 && in.length > config_.caps.max_mr_size) return EINVAL;
+  m->pdn = pdn;
+  m->access = access;
+  if ((in.what & kMkeyTranslation) != 0) {
+    m->host_addr = in.host_addr;
+    m->iova = in.iova;
+    m->length = in.length;
+  }
+  return 0;
 }
 
 int Device::cmd_create_eq(const CreateEqIn& in, CreateEqOut& out) {

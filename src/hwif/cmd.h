@@ -38,6 +38,7 @@ enum class CmdOpcode : uint16_t {
   kDetachMcast,
   kModifyCq,
   kQueryClock,
+  kModifyMkey,
 };
 
 struct NoOut {};
@@ -69,6 +70,26 @@ struct CreateMkeyIn {
 };
 struct CreateMkeyOut { uint32_t lkey = 0; uint32_t rkey = 0; };
 struct DestroyMkeyIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyMkey; uint32_t lkey = 0; };
+// ibv_rereg_mr: changes a key in place — its translation (host_addr, iova, length), its PD, its
+// access, each when its bit is in `what` — and keeps the key itself. Atomic for the data path:
+// every use after the command sees the new values, none the old ones. EINVAL for a key of
+// another owner or none, a PD that does not exist, remote write or atomic without local write, or
+// a length above max_mr_size; nothing changes then.
+enum MkeyChange : uint32_t {
+  kMkeyTranslation = 1u << 0,
+  kMkeyPd = 1u << 1,
+  kMkeyAccess = 1u << 2,
+};
+struct ModifyMkeyIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kModifyMkey;
+  uint32_t lkey = 0;
+  uint32_t what = 0;  // MkeyChange bits
+  uint32_t pdn = 0;
+  uint32_t access = 0;
+  uint64_t host_addr = 0;
+  uint64_t iova = 0;
+  uint64_t length = 0;
+};
 
 // An event queue: a ring of Eqe in host memory and its MSI-X vector (the value the host kernel
 // handed out, pcie::HostKernel::alloc_vector; the device raises it through pcie::HostBridge).

@@ -160,6 +160,7 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kAttachMcast:
     case O::kDetachMcast:
     case O::kModifyCq:
+    case O::kModifyMkey:
       return 0;
     case O::kQueryClock:
       *static_cast<hwif::QueryClockOut*>(out) = {};
