@@ -27,8 +27,8 @@ constexpr uint32_t kMaxCqeLog = 24;  // nent <= 2^24 (verbs-abi.md §6.3)
 
 // A ring of nent CQEs from the host kernel, every entry invalid (opcode 0xF, owner 0): what the
 // device is given at create and at resize.
-bool allocate_ring(pcie::HostKernel& kernel, uint32_t nent, HostBuffer& ring) {
-  if (!ring.allocate(kernel, static_cast<size_t>(nent) * hwif::kCqeBytes)) return false;
+bool allocate_ring(pcie::HostKernel& kernel, uint32_t nent, HostBuffer& ring, const ExternalAllocator* ext = nullptr) {
+  if (!ring.allocate(kernel, static_cast<size_t>(nent) * hwif::kCqeBytes, ext, ExternalAllocator::kCq)) return false;
   for (uint32_t i = 0; i < nent; ++i) {
     auto* c = new (ring.data() + static_cast<size_t>(i) * hwif::kCqeBytes) hwif::Cqe64{};
     c->op_own = kCqeInitOpOwn;
@@ -44,8 +44,10 @@ uint32_t outstanding_cqes(const Cq& cq) {
   return n;
 }
 
-// create_cq and create_cq_ex: `dev_flags` are hwif::CqFlags.
-Cq* make_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp_vector, uint32_t dev_flags) {
+// create_cq and create_cq_ex: `dev_flags` are hwif::CqFlags; `parent`, a parent domain whose
+// allocator gives the ring and doorbell record.
+Cq* make_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp_vector, uint32_t dev_flags,
+            Pd* parent = nullptr) {
   Context* ctx = to_ctx(ibctx_ptr);
   if (cqe < 0 || static_cast<uint32_t>(cqe) > ctx->caps.max_cqe) return fail_errno<Cq>(EINVAL);
   if (comp_vector < 0 || comp_vector >= ibctx_ptr->num_comp_vectors) return fail_errno<Cq>(EINVAL);
@@ -56,7 +58,9 @@ Cq* make_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp
   auto* cq = new (std::nothrow) Cq{};
   if (cq == nullptr) return fail_errno<Cq>(ENOMEM);
   pcie::HostKernel& kernel = *ctx->link.kernel;
-  if (!allocate_ring(kernel, nent, cq->ring) || !cq->dbrec_page.allocate(kernel, hwif::kDbRecBytes)) {
+  const ExternalAllocator* ext = parent != nullptr ? parent->buffers() : nullptr;
+  if (!allocate_ring(kernel, nent, cq->ring, ext) ||
+      !cq->dbrec_page.allocate(kernel, hwif::kDbRecBytes, ext, ExternalAllocator::kDbr)) {
     const int err = errno;
     delete cq;
     return fail_errno<Cq>(err);
@@ -94,6 +98,10 @@ Cq* make_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp
     cq->channel->users.fetch_add(1, std::memory_order_relaxed);
     cq->channel->ch.refcnt++;
   }
+  if (parent != nullptr) {
+    cq->parent = parent;
+    parent->users.fetch_add(1, std::memory_order_relaxed);
+  }
   ibv_cq& c = cq->cq;
   c.context = ibctx_ptr;
   c.channel = channel;
@@ -126,8 +134,14 @@ ibv_cq_ex* create_cq_ex(ibv_context* ibctx_ptr, const ibv_cq_init_attr_ex* attr)
   if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0 && (attr->flags & ~kCqExFlags) != 0) {
     return fail_errno<ibv_cq_ex>(EOPNOTSUPP);
   }
-  // No parent domains (yet): whatever the PD names, it is not one.
-  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0) return fail_errno<ibv_cq_ex>(EINVAL);
+  // IBV_CQ_INIT_ATTR_MASK_PD: a parent domain of this context (mlx5: EINVAL for anything else).
+  Pd* parent = nullptr;
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0) {
+    if (attr->parent_domain == nullptr || attr->parent_domain->context != ibctx_ptr ||
+        to_pd(attr->parent_domain)->protection == nullptr)
+      return fail_errno<ibv_cq_ex>(EINVAL);
+    parent = to_pd(attr->parent_domain);
+  }
   if (attr->cqe > static_cast<uint32_t>(std::numeric_limits<int>::max())) return fail_errno<ibv_cq_ex>(EINVAL);
   constexpr uint64_t kTimestamps =
       uint64_t{IBV_WC_EX_WITH_COMPLETION_TIMESTAMP} | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
@@ -143,7 +157,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* ibctx_ptr, const ibv_cq_init_attr_ex* attr)
     wall_offset_ns = clock.wall_ns - static_cast<int64_t>(clock.ticks);
   }
   Cq* cq = make_cq(ibctx_ptr, static_cast<int>(attr->cqe), attr->channel, static_cast<int>(attr->comp_vector),
-                   timestamps ? uint32_t{hwif::kCqTimestamps} : 0u);
+                   timestamps ? uint32_t{hwif::kCqTimestamps} : 0u, parent);
   if (cq == nullptr) return nullptr;
   cq->wc_flags = attr->wc_flags;
   cq->wall_offset_ns = wall_offset_ns;
@@ -181,7 +195,9 @@ int resize_cq(ibv_cq* ibcq, int cqe) {
 
   // Allocated before the lock: polling threads wait only for the switch and the copy.
   HostBuffer ring;
-  if (!allocate_ring(*ctx->link.kernel, nent, ring)) return errno;
+  if (!allocate_ring(*ctx->link.kernel, nent, ring, cq->parent != nullptr ? cq->parent->buffers() : nullptr)) {
+    return errno;
+  }
 
   std::lock_guard g(cq->lock);
   // Judged by the entries asked for, not the rounded size; the device judges again at the switch
@@ -227,6 +243,7 @@ int destroy_cq(ibv_cq* ibcq) {
     cq->channel->users.fetch_sub(1, std::memory_order_relaxed);
     cq->channel->ch.refcnt--;
   }
+  if (cq->parent != nullptr) cq->parent->users.fetch_sub(1, std::memory_order_relaxed);
   // As libibverbs: wait until every event returned by get_cq_event was acknowledged.
   pthread_mutex_lock(&ibcq->mutex);
   while (ibcq->comp_events_completed != cq->events_reported) pthread_cond_wait(&ibcq->cond, &ibcq->mutex);

@@ -51,10 +51,25 @@ struct Context {
   RscTable<Cq> cqs;       // CQN -> Cq, for EQEs
 };
 
+// A thread domain (ibv_alloc_td): a promise that one thread at a time uses the queues created
+// under it. The queues keep their locks (uncontended then); users counts parent domains.
+struct Td {
+  ibv_td td;
+  std::atomic<uint32_t> users{0};
+};
+
+// A protection domain, or a parent domain (ibv_alloc_parent_domain) when `protection` is set: it
+// protects as `protection` does (same pdn, which the device sees), and the queues created on it
+// take their buffers from `allocator` (when the caller gave one) and belong to `td`.
 struct Pd {
   ibv_pd pd;
   uint32_t pdn = 0;
-  std::atomic<uint32_t> users{0};  // MRs, AHs, QPs, SRQs
+  std::atomic<uint32_t> users{0};  // MRs, AHs, QPs, SRQs, CQs (parent domains) and parent domains
+  Pd* protection = nullptr;
+  Td* td = nullptr;
+  ExternalAllocator allocator{};  // alloc == nullptr: the default allocation
+  // The allocator for this PD's queue buffers, or nullptr for the default.
+  [[nodiscard]] const ExternalAllocator* buffers() const { return allocator.alloc != nullptr ? &allocator : nullptr; }
 };
 
 // The pin made at registration, kept apart from ibv_mr (which the application can see and
@@ -112,6 +127,7 @@ struct Cq {
   ibv_wc cur{};                // the completion start_poll/next_poll stand on
   uint64_t cur_ts = 0;         // its CQE's timestamp in device ticks (0: an error CQE, or none)
   bool consumed = false;       // CQEs were consumed since start_poll: end_poll publishes the index
+  Pd* parent = nullptr;        // the parent domain it was created in (IBV_CQ_INIT_ATTR_MASK_PD)
 };
 
 struct Srq {
@@ -215,6 +231,7 @@ inline Context* to_ctx(ibv_context* c) {
 }
 inline ibv_context* ibctx(Context* c) { return &c->vctx.context; }
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+inline Td* to_td(ibv_td* t) { return reinterpret_cast<Td*>(t); }
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
@@ -235,6 +252,7 @@ inline constexpr uint32_t log2_exact(uint32_t pow2) {
 }
 
 static_assert(std::is_standard_layout_v<Pd> && std::is_standard_layout_v<Mr> && std::is_standard_layout_v<Ah>);
+static_assert(std::is_standard_layout_v<Td>);
 static_assert(std::is_standard_layout_v<CompChannel>);
 #if !defined(__clang__)
 static_assert(std::is_standard_layout_v<Srq>);  // GCC only: see Qp above

@@ -65,6 +65,12 @@ ibv_pd* alloc_pd(ibv_context* ibctx_ptr) {
 int dealloc_pd(ibv_pd* ibpd) {
   Pd* pd = to_pd(ibpd);
   if (pd->users.load(std::memory_order_relaxed) != 0) return EBUSY;
+  if (pd->protection != nullptr) {  // a parent domain: no device object of its own
+    pd->protection->users.fetch_sub(1, std::memory_order_relaxed);
+    if (pd->td != nullptr) pd->td->users.fetch_sub(1, std::memory_order_relaxed);
+    delete pd;
+    return 0;
+  }
   hwif::DeallocPdIn in;
   in.pdn = pd->pdn;
   if (int err = hwif::exec_cmd(*to_ctx(ibpd->context)->link.cmd, in); err != 0) return err;

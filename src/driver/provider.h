@@ -57,7 +57,16 @@ int query_pkey(ibv_context* ctx, uint8_t port, int index, uint16_t* pkey);
 
 // ---- PD, MR, AH ------------------------------------------------------------------------------
 ibv_pd* alloc_pd(ibv_context* ctx);
-int dealloc_pd(ibv_pd* pd);  // EBUSY while MRs, QPs, SRQs or AHs use it
+int dealloc_pd(ibv_pd* pd);  // EBUSY while MRs, QPs, SRQs, AHs, CQs or parent domains use it
+// Thread and parent domains (domains.cc; ibv_alloc_td(3), ibv_alloc_parent_domain(3)). alloc_td:
+// EINVAL for a comp_mask. dealloc_td: EBUSY while a parent domain uses it. A parent domain is an
+// ibv_pd of attr->pd's protection whose queues (QPs, SRQs, CQs created with
+// IBV_CQ_INIT_ATTR_MASK_PD) take their rings and doorbell records from the caller's alloc/free;
+// ibv_dealloc_pd frees it. EINVAL for no or a foreign PD (or a parent domain as PD), a TD of
+// another context, unknown comp_mask bits, or only one of alloc and free.
+ibv_td* alloc_td(ibv_context* ctx, const ibv_td_init_attr* attr);
+int dealloc_td(ibv_td* td);
+ibv_pd* alloc_parent_domain(ibv_context* ctx, const ibv_parent_domain_init_attr* attr);
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
 // The provider part of ibv_rereg_mr (flags: enum ibv_rereg_mr_flags, already checked by the verbs
 // layer). 0 or an errno (EINVAL: no change asked for, a PD of another context, inconsistent

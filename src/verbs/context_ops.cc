@@ -1,7 +1,7 @@
 // The op table of every context: the verbs_context members the inline wrappers of verbs.h reach
 // through verbs_get_ctx_op (verbs-abi.md §2.1-2.3). softhca provides query_port,
-// query_device_ex, create_qp_ex, create_srq_ex, create_cq_ex, modify_cq and query_rt_values;
-// every other op is NULL, which the inline wrappers answer with EOPNOTSUPP (errno for
+// query_device_ex, create_qp_ex, create_srq_ex, create_cq_ex, modify_cq, query_rt_values,
+// alloc_td, dealloc_td and alloc_parent_domain; every other op is NULL, which the inline wrappers answer with EOPNOTSUPP (errno for
 // object-returning verbs, the return value for int verbs). The data-path ops of ibv_context_ops (poll_cq, req_notify_cq, post_send, post_recv,
 // post_srq_recv) are the driver's; of the rest, the two that inline code calls without a NULL
 // check (bind_mw, dealloc_mw) get an EOPNOTSUPP default when the driver leaves them empty.
@@ -137,6 +137,27 @@ int query_rt_values_op(ibv_context* ctx, ibv_values_ex* values) {
   return driver::query_rt_values(ctx, values);
 }
 
+ibv_td* alloc_td_op(ibv_context* ctx, ibv_td_init_attr* attr) {
+  if (ctx == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return driver::alloc_td(ctx, attr);
+}
+
+int dealloc_td_op(ibv_td* td) {
+  if (td == nullptr) return EINVAL;
+  return driver::dealloc_td(td);
+}
+
+ibv_pd* alloc_parent_domain_op(ibv_context* ctx, ibv_parent_domain_init_attr* attr) {
+  if (ctx == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return driver::alloc_parent_domain(ctx, attr);
+}
+
 int bind_mw_unsupported(ibv_qp* /*qp*/, ibv_mw* /*mw*/, ibv_mw_bind* /*mw_bind*/) {
   return unsupported<int>();
 }
@@ -173,6 +194,9 @@ void install_context_ops(verbs_context* vctx) {
   vctx->create_cq_ex = create_cq_ex_op;
   vctx->modify_cq = modify_cq_op;
   vctx->query_rt_values = query_rt_values_op;
+  vctx->alloc_td = alloc_td_op;
+  vctx->dealloc_td = dealloc_td_op;
+  vctx->alloc_parent_domain = alloc_parent_domain_op;
   // Not supported: NULL makes the inline wrapper answer EOPNOTSUPP. open_xrcd stays NULL, so
   // ibv_close_xrcd (which calls close_xrcd unchecked) can never be reached with an xrcd of ours.
   vctx->advise_mr = nullptr;
@@ -188,9 +212,6 @@ void install_context_ops(verbs_context* vctx) {
   vctx->destroy_flow_action = nullptr;
   vctx->create_flow_action_esp = nullptr;
   vctx->modify_qp_rate_limit = nullptr;
-  vctx->alloc_parent_domain = nullptr;
-  vctx->dealloc_td = nullptr;
-  vctx->alloc_td = nullptr;
   vctx->post_srq_ops = nullptr;
   vctx->destroy_rwq_ind_table = nullptr;
   vctx->create_rwq_ind_table = nullptr;

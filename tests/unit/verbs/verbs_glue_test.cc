@@ -31,7 +31,7 @@ struct BareContext {
   ibv_context* ctx() { return &vctx.context; }
 };
 
-TEST(VerbsContextOps, ANewContextOffersExactlyTheSevenSupportedExtendedVerbs) {
+TEST(VerbsContextOps, ANewContextOffersExactlyTheTenSupportedExtendedVerbs) {
   BareContext c;
   ibv_context* ctx = c.ctx();
   EXPECT_NE(verbs_get_ctx_op(ctx, query_port), nullptr);
@@ -41,6 +41,9 @@ TEST(VerbsContextOps, ANewContextOffersExactlyTheSevenSupportedExtendedVerbs) {
   EXPECT_NE(verbs_get_ctx_op(ctx, create_cq_ex), nullptr);
   EXPECT_NE(verbs_get_ctx_op(ctx, modify_cq), nullptr);
   EXPECT_NE(verbs_get_ctx_op(ctx, query_rt_values), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, alloc_td), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, dealloc_td), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, alloc_parent_domain), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, open_xrcd), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, get_srq_num), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, alloc_dm), nullptr);
