@@ -5,6 +5,8 @@
 // tests/conformance/c_api_smoke.c.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -239,9 +241,27 @@ TEST(VerbsRereg, InputErrorsAreFoundBeforeTheDriver) {
   }
 }
 
-TEST(VerbsFork, ForkSupportIsReportedUnneededWhateverIbvForkInitSays) {
+// UNNEEDED is a promise about behaviour: a range given to ibv_dontfork_range is not hidden from a
+// fork child (rdma-core with fork support off would madvise it MADV_DONTFORK, and the child's read
+// of it would fault), so the child reads the parent's bytes.
+TEST(VerbsFork, ForkSupportIsReportedUnneededAndNoRangeIsHiddenFromAChild) {
   EXPECT_EQ(ibv_fork_init(), 0);
   EXPECT_EQ(ibv_is_fork_initialized(), IBV_FORK_UNNEEDED);
+  constexpr size_t kBytes = 4096;
+  void* page = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* bytes = static_cast<volatile uint8_t*>(page);
+  bytes[100] = 42;
+  ASSERT_EQ(ibv_dontfork_range(page, kBytes), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(bytes[100]);  // a hidden page would kill the child with SIGSEGV instead
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 42);
+  EXPECT_EQ(ibv_dofork_range(page, kBytes), 0);
+  munmap(page, kBytes);
 }
 
 TEST(VerbsStrings, StatusesStatesAndEventsReadAsInRdmaCore) {
