@@ -57,6 +57,9 @@ Cq* make_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp
 
   auto* cq = new (std::nothrow) Cq{};
   if (cq == nullptr) return fail_errno<Cq>(ENOMEM);
+  // Cq{} zeroes the union's first member only: the ibv_cq_ex tail (comp_mask, status, wr_id, ops)
+  // is zeroed here, before the ibv_cq's mutex and condition are initialised below.
+  std::memset(&cq->cqx, 0, sizeof(cq->cqx));
   pcie::HostKernel& kernel = *ctx->link.kernel;
   const ExternalAllocator* ext = parent != nullptr ? parent->buffers() : nullptr;
   if (!allocate_ring(kernel, nent, cq->ring, ext) ||
