@@ -1,5 +1,6 @@
-// Control path: opening and closing a context, and the queries (device, port, GID, P_Key), each
-// answered by a QueryDevice/QueryPort command and converted to the verbs structures.
+// Control path: opening and closing a context, and the queries (device, port, GID, P_Key, the
+// device clock), each answered by a QueryDevice/QueryPort/QueryClock command and converted to the
+// verbs structures.
 // Who may touch what: a context is created here and freed by close_context, which the verbs layer
 // calls only after every object of the context was destroyed. The cached caps are read-only after
 // open_context; queries hold no lock (the command interface serialises itself).
@@ -142,9 +143,27 @@ int query_device_ex(ibv_context* ibctx_ptr, const ibv_query_device_ex_input* /*i
   fill_device_attr(dev.caps, full.orig_attr);
   full.device_cap_flags_ex = static_cast<uint64_t>(full.orig_attr.device_cap_flags);
   full.phys_port_cnt_ex = dev.caps.phys_port_cnt;
-  // Everything else (ODP, TSO, RSS, timestamps, tag matching, DM, PCI atomics) is not supported: 0.
+  // The clock of CQE timestamps (ibv_create_cq_ex) and CQ moderation (ibv_modify_cq).
+  full.completion_timestamp_mask = dev.caps.timestamp_mask;
+  full.hca_core_clock = dev.caps.hca_core_clock_khz;
+  full.cq_mod_caps.max_cq_count = dev.caps.max_cq_moderation_count;
+  full.cq_mod_caps.max_cq_period = dev.caps.max_cq_moderation_period_us;
+  // Everything else (ODP, TSO, RSS, tag matching, DM, PCI atomics) is not supported: 0.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &full, std::min(attr_size, sizeof(full)));
+  return 0;
+}
+
+int query_rt_values(ibv_context* ibctx_ptr, ibv_values_ex* values) {
+  if ((values->comp_mask & ~static_cast<uint32_t>(IBV_VALUES_MASK_RAW_CLOCK)) != 0) return EINVAL;
+  const uint32_t asked = values->comp_mask;
+  values->comp_mask = 0;
+  if ((asked & IBV_VALUES_MASK_RAW_CLOCK) == 0) return 0;
+  hwif::QueryClockOut clock;
+  if (int err = hwif::exec_cmd(*to_ctx(ibctx_ptr)->link.cmd, hwif::QueryClockIn{}, clock); err != 0) return err;
+  values->raw_clock.tv_sec = 0;
+  values->raw_clock.tv_nsec = static_cast<long>(clock.ticks);
+  values->comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // Control path of completion queues: create (CreateCq with a ring of CQEs initialised invalid and
-// a doorbell record), resize (a new ring, ResizeCq, the unpolled CQEs copied over), destroy, event
+// a doorbell record; create_cq_ex also asks for timestamps and installs the ibv_cq_ex ops),
+// moderation (ModifyCq), resize (a new ring, ResizeCq, the unpolled CQEs copied over), destroy, event
 // acknowledgement, and cleaning a CQ of the CQEs of a QP that is reset or destroyed (mlx5
 // __mlx5_cq_clean).
 // Who may touch what: the ring, log_nent and cons_index belong to whoever holds Cq::lock (poll_cq,
@@ -7,6 +8,7 @@
 // libibverbs does; Cq::users is the control path's count of queues using the CQ.
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -25,8 +27,8 @@ constexpr uint32_t kMaxCqeLog = 24;  // nent <= 2^24 (verbs-abi.md §6.3)
 
 // A ring of nent CQEs from the host kernel, every entry invalid (opcode 0xF, owner 0): what the
 // device is given at create and at resize.
-bool allocate_ring(pcie::HostKernel& kernel, uint32_t nent, HostBuffer& ring) {
-  if (!ring.allocate(kernel, static_cast<size_t>(nent) * hwif::kCqeBytes)) return false;
+bool allocate_ring(pcie::HostKernel& kernel, uint32_t nent, HostBuffer& ring, const ExternalAllocator* ext = nullptr) {
+  if (!ring.allocate(kernel, static_cast<size_t>(nent) * hwif::kCqeBytes, ext, ExternalAllocator::kCq)) return false;
   for (uint32_t i = 0; i < nent; ++i) {
     auto* c = new (ring.data() + static_cast<size_t>(i) * hwif::kCqeBytes) hwif::Cqe64{};
     c->op_own = kCqeInitOpOwn;
@@ -42,23 +44,29 @@ uint32_t outstanding_cqes(const Cq& cq) {
   return n;
 }
 
-}  // namespace
-
-ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp_vector) {
+// create_cq and create_cq_ex: `dev_flags` are hwif::CqFlags; `parent`, a parent domain whose
+// allocator gives the ring and doorbell record.
+Cq* make_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp_vector, uint32_t dev_flags,
+            Pd* parent = nullptr) {
   Context* ctx = to_ctx(ibctx_ptr);
-  if (cqe < 0 || static_cast<uint32_t>(cqe) > ctx->caps.max_cqe) return fail_errno<ibv_cq>(EINVAL);
-  if (comp_vector < 0 || comp_vector >= ibctx_ptr->num_comp_vectors) return fail_errno<ibv_cq>(EINVAL);
+  if (cqe < 0 || static_cast<uint32_t>(cqe) > ctx->caps.max_cqe) return fail_errno<Cq>(EINVAL);
+  if (comp_vector < 0 || comp_vector >= ibctx_ptr->num_comp_vectors) return fail_errno<Cq>(EINVAL);
   const uint32_t nent = roundup_pow2(static_cast<uint32_t>(cqe) + 1);
   const uint32_t log_nent = log2_exact(nent);
-  if (log_nent > kMaxCqeLog) return fail_errno<ibv_cq>(EINVAL);
+  if (log_nent > kMaxCqeLog) return fail_errno<Cq>(EINVAL);
 
   auto* cq = new (std::nothrow) Cq{};
-  if (cq == nullptr) return fail_errno<ibv_cq>(ENOMEM);
+  if (cq == nullptr) return fail_errno<Cq>(ENOMEM);
+  // Cq{} zeroes the union's first member only: the ibv_cq_ex tail (comp_mask, status, wr_id, ops)
+  // is zeroed here, before the ibv_cq's mutex and condition are initialised below.
+  std::memset(&cq->cqx, 0, sizeof(cq->cqx));
   pcie::HostKernel& kernel = *ctx->link.kernel;
-  if (!allocate_ring(kernel, nent, cq->ring) || !cq->dbrec_page.allocate(kernel, hwif::kDbRecBytes)) {
+  const ExternalAllocator* ext = parent != nullptr ? parent->buffers() : nullptr;
+  if (!allocate_ring(kernel, nent, cq->ring, ext) ||
+      !cq->dbrec_page.allocate(kernel, hwif::kDbRecBytes, ext, ExternalAllocator::kDbr)) {
     const int err = errno;
     delete cq;
-    return fail_errno<ibv_cq>(err);
+    return fail_errno<Cq>(err);
   }
   cq->dbrec = new (cq->dbrec_page.data()) hwif::CqDbRec{};
   cq->log_nent = log_nent;
@@ -72,10 +80,11 @@ ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, in
   in.eqn = cq->channel == nullptr ? hwif::kNoEq : cq->channel->eq.eqn;
   in.uar_index = ctx->link.uar_index;
   in.async_eqn = ctx->async_eq.eqn;
+  in.flags = dev_flags;
   hwif::CreateCqOut out;
   if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
     delete cq;
-    return fail_errno<ibv_cq>(err);
+    return fail_errno<Cq>(err);
   }
   cq->cqn = out.cqn;
   {
@@ -85,13 +94,17 @@ ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, in
       d.cqn = out.cqn;
       (void)hwif::exec_cmd(*ctx->link.cmd, d);
       delete cq;
-      return fail_errno<ibv_cq>(ENOMEM);
+      return fail_errno<Cq>(ENOMEM);
     }
   }
   if (cq->channel != nullptr) {
     std::lock_guard g(cq->channel->eq.lock);
     cq->channel->users.fetch_add(1, std::memory_order_relaxed);
     cq->channel->ch.refcnt++;
+  }
+  if (parent != nullptr) {
+    cq->parent = parent;
+    parent->users.fetch_add(1, std::memory_order_relaxed);
   }
   ibv_cq& c = cq->cq;
   c.context = ibctx_ptr;
@@ -100,7 +113,72 @@ ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, in
   c.cqe = static_cast<int>(nent - 1);
   pthread_mutex_init(&c.mutex, nullptr);
   pthread_cond_init(&c.cond, nullptr);
-  return &cq->cq;
+  return cq;
+}
+
+// What create_cq_ex takes (mlx5 alike): the standard fields and both timestamps; a single-threaded
+// CQ is accepted and still locked (the lock is uncontended then).
+constexpr uint64_t kCqExWcFlags = uint64_t{IBV_WC_STANDARD_FLAGS} | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                   IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+constexpr uint32_t kCqExFlags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+
+}  // namespace
+
+ibv_cq* create_cq(ibv_context* ibctx_ptr, int cqe, ibv_comp_channel* channel, int comp_vector) {
+  Cq* cq = make_cq(ibctx_ptr, cqe, channel, comp_vector, 0);
+  return cq == nullptr ? nullptr : &cq->cq;
+}
+
+ibv_cq_ex* create_cq_ex(ibv_context* ibctx_ptr, const ibv_cq_init_attr_ex* attr) {
+  // rdma-core 44's inline wrapper checks nothing: comp_mask bits it does not define are EINVAL here.
+  constexpr uint32_t kKnownCompMask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+  if ((attr->comp_mask & ~kKnownCompMask) != 0) return fail_errno<ibv_cq_ex>(EINVAL);
+  if ((attr->wc_flags & ~kCqExWcFlags) != 0) return fail_errno<ibv_cq_ex>(EOPNOTSUPP);
+  // IGNORE_OVERRUN and unknown flags.
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0 && (attr->flags & ~kCqExFlags) != 0) {
+    return fail_errno<ibv_cq_ex>(EOPNOTSUPP);
+  }
+  // IBV_CQ_INIT_ATTR_MASK_PD: a parent domain of this context (mlx5: EINVAL for anything else).
+  Pd* parent = nullptr;
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0) {
+    if (attr->parent_domain == nullptr || attr->parent_domain->context != ibctx_ptr ||
+        to_pd(attr->parent_domain)->protection == nullptr)
+      return fail_errno<ibv_cq_ex>(EINVAL);
+    parent = to_pd(attr->parent_domain);
+  }
+  if (attr->cqe > static_cast<uint32_t>(std::numeric_limits<int>::max())) return fail_errno<ibv_cq_ex>(EINVAL);
+  constexpr uint64_t kTimestamps =
+      uint64_t{IBV_WC_EX_WITH_COMPLETION_TIMESTAMP} | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  const bool timestamps = (attr->wc_flags & kTimestamps) != 0;
+  // The wall clock at one reading of the device clock: a CQE's ticks plus the difference are its
+  // wall-clock time (1 tick = 1 ns).
+  int64_t wall_offset_ns = 0;
+  if ((attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) != 0) {
+    hwif::QueryClockOut clock;
+    if (int err = hwif::exec_cmd(*to_ctx(ibctx_ptr)->link.cmd, hwif::QueryClockIn{}, clock); err != 0) {
+      return fail_errno<ibv_cq_ex>(err);
+    }
+    wall_offset_ns = clock.wall_ns - static_cast<int64_t>(clock.ticks);
+  }
+  Cq* cq = make_cq(ibctx_ptr, static_cast<int>(attr->cqe), attr->channel, static_cast<int>(attr->comp_vector),
+                   timestamps ? uint32_t{hwif::kCqTimestamps} : 0u, parent);
+  if (cq == nullptr) return nullptr;
+  cq->wc_flags = attr->wc_flags;
+  cq->wall_offset_ns = wall_offset_ns;
+  cq_ex_install_ops(cq);
+  return &cq->cqx;
+}
+
+// Moderation is the device's (hwif::ModifyCqIn); the kernel refuses a mask of none or unknown
+// bits with EINVAL, the device a period above its maximum (cq_count is 16 bits: always in range).
+int modify_cq(ibv_cq* ibcq, const ibv_modify_cq_attr* attr) {
+  if (attr->attr_mask == 0 || (attr->attr_mask & ~static_cast<uint32_t>(IBV_CQ_ATTR_MODERATE)) != 0) return EINVAL;
+  Cq* cq = to_cq(ibcq);
+  hwif::ModifyCqIn in;
+  in.cqn = cq->cqn;
+  in.cq_count = attr->moderate.cq_count;
+  in.cq_period_us = attr->moderate.cq_period;
+  return hwif::exec_cmd(*cq->ctx->link.cmd, in);
 }
 
 // ibv_resize_cq (mlx5_resize_cq): a ring of roundup_pow2(cqe + 1) entries. Under the CQ lock, so
@@ -121,7 +199,9 @@ int resize_cq(ibv_cq* ibcq, int cqe) {
 
   // Allocated before the lock: polling threads wait only for the switch and the copy.
   HostBuffer ring;
-  if (!allocate_ring(*ctx->link.kernel, nent, ring)) return errno;
+  if (!allocate_ring(*ctx->link.kernel, nent, ring, cq->parent != nullptr ? cq->parent->buffers() : nullptr)) {
+    return errno;
+  }
 
   std::lock_guard g(cq->lock);
   // Judged by the entries asked for, not the rounded size; the device judges again at the switch
@@ -167,6 +247,7 @@ int destroy_cq(ibv_cq* ibcq) {
     cq->channel->users.fetch_sub(1, std::memory_order_relaxed);
     cq->channel->ch.refcnt--;
   }
+  if (cq->parent != nullptr) cq->parent->users.fetch_sub(1, std::memory_order_relaxed);
   // A get_async_event that found this CQ has counted its event once the lock is free.
   { std::lock_guard g(ctx->async_eq.lock); }
   // As libibverbs: wait until every event returned by get_cq_event and get_async_event was

@@ -132,8 +132,9 @@ void responder_fields(const hwif::Cqe64& cqe, ibv_wc& wc) {
   wc.dlid_path_bits = cqe.ml_path & 0x7f;
 }
 
-// Fills wc from one CQE. False when the CQE belongs to no known QP (dropped).
-bool handle_cqe(const Cq& cq, const hwif::Cqe64& cqe, ibv_wc& wc) {
+}  // namespace
+
+bool cqe_to_wc(const Cq& cq, const hwif::Cqe64& cqe, ibv_wc& wc) {
   const uint32_t qpn = cqe_qpn(cqe);
   Qp* qp = cq.ctx->qps.find(qpn);
   if (qp == nullptr) return false;
@@ -173,8 +174,6 @@ bool handle_cqe(const Cq& cq, const hwif::Cqe64& cqe, ibv_wc& wc) {
   return false;  // an opcode this driver does not know: consumed and not reported
 }
 
-}  // namespace
-
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   Cq* cq = to_cq(ibcq);
   std::lock_guard g(cq->lock);
@@ -185,7 +184,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     if (cqe == nullptr) break;
     ++cq->cons_index;
     consumed = true;
-    if (handle_cqe(*cq, *cqe, wc[n])) ++n;
+    if (cqe_to_wc(*cq, *cqe, wc[n])) ++n;
   }
   if (consumed) store_dbrec(cq->dbrec->set_ci, cq->cons_index & 0xffffff);
   return n;

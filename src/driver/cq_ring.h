@@ -1,4 +1,4 @@
-// CQE ring helpers shared by poll_cq and CQ cleaning (verbs-abi.md §6.3 "Ownership").
+// CQE ring helpers shared by poll_cq, the ibv_cq_ex poll ops and CQ cleaning (verbs-abi.md §6.3 "Ownership").
 // Caller holds Cq::lock. The device writes a CQE's 63 other bytes before op_own (release on its
 // side); the acquire load of op_own here makes them visible before they are read.
 #pragma once
@@ -38,5 +38,12 @@ inline bool cqe_is_responder(hwif::CqeOpcode op) {
 }
 
 inline uint32_t cqe_qpn(const hwif::Cqe64& cqe) { return cqe.sop_drop_qpn.get() & 0xffffff; }
+
+// Fills wc from one CQE and retires its WQE (cq_poll.cc). False when the CQE belongs to no known
+// QP or has an unknown opcode: consumed and not reported.
+bool cqe_to_wc(const Cq& cq, const hwif::Cqe64& cqe, ibv_wc& wc);
+
+// Fills the ibv_cq_ex poll and read ops of a CQ made by create_cq_ex (cq_ex_poll.cc).
+void cq_ex_install_ops(Cq* cq);
 
 }  // namespace softhca::driver

@@ -56,10 +56,25 @@ struct Context {
   EventRing async_eq;
 };
 
+// A thread domain (ibv_alloc_td): a promise that one thread at a time uses the queues created
+// under it. The queues keep their locks (uncontended then); users counts parent domains.
+struct Td {
+  ibv_td td;
+  std::atomic<uint32_t> users{0};
+};
+
+// A protection domain, or a parent domain (ibv_alloc_parent_domain) when `protection` is set: it
+// protects as `protection` does (same pdn, which the device sees), and the queues created on it
+// take their buffers from `allocator` (when the caller gave one) and belong to `td`.
 struct Pd {
   ibv_pd pd;
   uint32_t pdn = 0;
-  std::atomic<uint32_t> users{0};  // MRs, AHs, QPs, SRQs
+  std::atomic<uint32_t> users{0};  // MRs, AHs, QPs, SRQs, CQs (parent domains) and parent domains
+  Pd* protection = nullptr;
+  Td* td = nullptr;
+  ExternalAllocator allocator{};  // alloc == nullptr: the default allocation
+  // The allocator for this PD's queue buffers, or nullptr for the default.
+  [[nodiscard]] const ExternalAllocator* buffers() const { return allocator.alloc != nullptr ? &allocator : nullptr; }
 };
 
 // The pin made at registration, kept apart from ibv_mr (which the application can see and
@@ -69,6 +84,8 @@ struct Mr {
   ibv_mr mr;
   uint64_t pinned_dma = 0;
   size_t pinned_len = 0;
+  unsigned int access = 0;  // as registered (rereg_mr keeps what it does not change)
+  uint64_t iova = 0;
 };
 
 struct Ah {
@@ -85,7 +102,12 @@ struct CompChannel {
 };
 
 struct Cq {
-  ibv_cq cq;
+  // A CQ of create_cq_ex is an ibv_cq_ex, whose leading members are an ibv_cq's (ibv_cq_ex_to_cq
+  // is a cast): `cq` names those for every CQ.
+  union {
+    ibv_cq cq;
+    ibv_cq_ex cqx;
+  };
   Context* ctx = nullptr;
   uint32_t cqn = 0;
   HostBuffer ring;  // nent Cqe64; replaced by resize_cq, under lock
@@ -99,6 +121,14 @@ struct Cq {
   uint32_t async_events_reported = 0;  // under cq.mutex: CQ_ERR events returned by get_async_event
   CompChannel* channel = nullptr;
   std::atomic<uint32_t> users{0};  // QPs (once per queue using it)
+  // create_cq_ex only (cq_ex_poll.cc). wc_flags and wall_offset_ns are set at creation; `cur`
+  // and `cur_ts` belong to the thread between start_poll and end_poll (which holds `lock`).
+  uint64_t wc_flags = 0;       // IBV_WC_EX_WITH_* asked for
+  int64_t wall_offset_ns = 0;  // wall clock [ns] - device ticks [1 ns], from QueryClock at creation
+  ibv_wc cur{};                // the completion start_poll/next_poll stand on
+  uint64_t cur_ts = 0;         // its CQE's timestamp in device ticks (0: an error CQE, or none)
+  bool consumed = false;       // CQEs were consumed since start_poll: end_poll publishes the index
+  Pd* parent = nullptr;        // the parent domain it was created in (IBV_CQ_INIT_ATTR_MASK_PD)
 };
 
 struct Srq {
@@ -204,6 +234,7 @@ inline Context* to_ctx(ibv_context* c) {
 }
 inline ibv_context* ibctx(Context* c) { return &c->vctx.context; }
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+inline Td* to_td(ibv_td* t) { return reinterpret_cast<Td*>(t); }
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
@@ -224,6 +255,7 @@ inline constexpr uint32_t log2_exact(uint32_t pow2) {
 }
 
 static_assert(std::is_standard_layout_v<Pd> && std::is_standard_layout_v<Mr> && std::is_standard_layout_v<Ah>);
+static_assert(std::is_standard_layout_v<Td>);
 static_assert(std::is_standard_layout_v<CompChannel>);
 #if !defined(__clang__)
 static_assert(std::is_standard_layout_v<Srq>);  // GCC only: see Qp above

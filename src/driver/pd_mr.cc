@@ -1,4 +1,5 @@
-// Control path: protection domains (AllocPd/DeallocPd) and memory regions (CreateMkey/DestroyMkey).
+// Control path: protection domains (AllocPd/DeallocPd) and memory regions (CreateMkey/DestroyMkey,
+// ModifyMkey for ibv_rereg_mr).
 // Registration pins the pages through the host kernel (pin_user) and tells the device their DMA
 // address (CreateMkeyIn.host_addr); the MR's iova stays the application's address.
 // Who may touch what: Pd::users counts the objects created on the PD (MRs, AHs, QPs, SRQs); it is
@@ -64,6 +65,12 @@ ibv_pd* alloc_pd(ibv_context* ibctx_ptr) {
 int dealloc_pd(ibv_pd* ibpd) {
   Pd* pd = to_pd(ibpd);
   if (pd->users.load(std::memory_order_relaxed) != 0) return EBUSY;
+  if (pd->protection != nullptr) {  // a parent domain: no device object of its own
+    pd->protection->users.fetch_sub(1, std::memory_order_relaxed);
+    if (pd->td != nullptr) pd->td->users.fetch_sub(1, std::memory_order_relaxed);
+    delete pd;
+    return 0;
+  }
   hwif::DeallocPdIn in;
   in.pdn = pd->pdn;
   if (int err = hwif::exec_cmd(*to_ctx(ibpd->context)->link.cmd, in); err != 0) return err;
@@ -112,6 +119,8 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned 
   }
   mr->pinned_dma = dma;
   mr->pinned_len = length;
+  mr->access = access;
+  mr->iova = iova;
   mr->mr.context = ibpd->context;
   mr->mr.pd = ibpd;
   mr->mr.addr = addr;
@@ -121,6 +130,62 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned 
   mr->mr.rkey = out.rkey;
   pd->users.fetch_add(1, std::memory_order_relaxed);
   return &mr->mr;
+}
+
+// The device's ModifyMkey changes the key in place, so lkey and rkey stay what they were (as rxe
+// keeps them; mlx5's kernel may hand out new ones, which rdma-core then writes into the ibv_mr:
+// a consumer must read them again either way). A new translation is pinned before the device
+// switches to it and the old one unpinned after, as dereg_mr unpins after DestroyMkey; an access
+// change that needs the pages writable pins the same range again for writing.
+int rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* new_pd, void* addr, size_t length, int access) {
+  Mr* mr = to_mr(ibmr);
+  Context* ctx = to_ctx(ibmr->context);
+  pcie::HostKernel& kernel = *ctx->link.kernel;
+  const bool change_translation = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
+  const bool change_pd = (flags & IBV_REREG_MR_CHANGE_PD) != 0;
+  const bool change_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) != 0;
+  if (!change_translation && !change_pd && !change_access) return EINVAL;  // the kernel's answer
+  if (change_pd && (new_pd == nullptr || new_pd->context != ibmr->context)) return EINVAL;
+  unsigned int new_access = mr->access;
+  if (change_access) {
+    new_access = static_cast<unsigned int>(access) & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
+    if (new_access & ~kKnownAccess) return EINVAL;
+    if ((new_access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(new_access & IBV_ACCESS_LOCAL_WRITE))
+      return EINVAL;
+    if (new_access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
+  }
+  void* new_addr = change_translation ? addr : ibmr->addr;
+  const size_t new_len = change_translation ? length : ibmr->length;
+  if (change_translation && ctx->caps.max_mr_size != 0 && length > ctx->caps.max_mr_size) return EINVAL;
+  const bool repin = change_translation || pin_access(new_access) != pin_access(mr->access);
+
+  uint64_t dma = mr->pinned_dma;
+  if (repin) {
+    if (int err = pin(kernel, new_addr, new_len, pin_access(new_access), dma); err != 0) return err;
+  }
+  hwif::ModifyMkeyIn in;
+  in.lkey = ibmr->lkey;
+  in.what = (change_translation || repin ? hwif::kMkeyTranslation : 0u) | (change_pd ? hwif::kMkeyPd : 0u) |
+            (change_access ? hwif::kMkeyAccess : 0u);
+  in.pdn = change_pd ? to_pd(new_pd)->pdn : 0;
+  in.access = new_access & kDeviceAccess;
+  in.host_addr = dma;
+  in.iova = change_translation ? reinterpret_cast<uintptr_t>(addr) : mr->iova;
+  in.length = new_len;
+  if (int err = hwif::exec_cmd(*ctx->link.cmd, in); err != 0) {
+    if (repin) kernel.unpin_user(dma, new_len);
+    return err;  // the device changed nothing: the old registration still holds
+  }
+  if (repin) kernel.unpin_user(mr->pinned_dma, mr->pinned_len);
+  mr->pinned_dma = dma;
+  mr->pinned_len = new_len;
+  mr->access = new_access;
+  mr->iova = in.iova;
+  if (change_pd) {
+    to_pd(ibmr->pd)->users.fetch_sub(1, std::memory_order_relaxed);
+    to_pd(new_pd)->users.fetch_add(1, std::memory_order_relaxed);
+  }
+  return 0;
 }
 
 int dereg_mr(ibv_mr* ibmr) {

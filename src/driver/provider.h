@@ -64,8 +64,22 @@ int query_pkey(ibv_context* ctx, uint8_t port, int index, uint16_t* pkey);
 
 // ---- PD, MR, AH ------------------------------------------------------------------------------
 ibv_pd* alloc_pd(ibv_context* ctx);
-int dealloc_pd(ibv_pd* pd);  // EBUSY while MRs, QPs, SRQs or AHs use it
+int dealloc_pd(ibv_pd* pd);  // EBUSY while MRs, QPs, SRQs, AHs, CQs or parent domains use it
+// Thread and parent domains (domains.cc; ibv_alloc_td(3), ibv_alloc_parent_domain(3)). alloc_td:
+// EINVAL for a comp_mask. dealloc_td: EBUSY while a parent domain uses it. A parent domain is an
+// ibv_pd of attr->pd's protection whose queues (QPs, SRQs, CQs created with
+// IBV_CQ_INIT_ATTR_MASK_PD) take their rings and doorbell records from the caller's alloc/free;
+// ibv_dealloc_pd frees it. EINVAL for no or a foreign PD (or a parent domain as PD), a TD of
+// another context, unknown comp_mask bits, or only one of alloc and free.
+ibv_td* alloc_td(ibv_context* ctx, const ibv_td_init_attr* attr);
+int dealloc_td(ibv_td* td);
+ibv_pd* alloc_parent_domain(ibv_context* ctx, const ibv_parent_domain_init_attr* attr);
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
+// The provider part of ibv_rereg_mr (flags: enum ibv_rereg_mr_flags, already checked by the verbs
+// layer). 0 or an errno (EINVAL: no change asked for, a PD of another context, inconsistent
+// access, a length above max_mr_size; EFAULT: the new pages cannot be pinned so); on an error
+// the registration is what it was. lkey and rkey are kept.
+int rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
 int dereg_mr(ibv_mr* mr);
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
 int destroy_ah(ibv_ah* ah);
@@ -78,6 +92,18 @@ int destroy_cq(ibv_cq* cq);  // EBUSY while a QP or SRQ uses it
 // 0 or an errno: EINVAL for a NULL cq, cqe <= 0 or > max_cqe, or fewer entries than CQEs not yet
 // polled. Completions not yet polled are kept, in order.
 int resize_cq(ibv_cq* cq, int cqe);
+// ibv_create_cq_ex: a CQ polled through the ibv_cq_ex ops (start_poll .. end_poll, the read_*
+// functions; cq_ex_poll.cc), also usable with poll_cq. EINVAL for comp_mask bits rdma-core 44
+// does not define; EOPNOTSUPP for wc_flags beyond the standard ones and the two timestamps
+// (CVLAN, FLOW_TAG, TM_INFO) or creation flags other than SINGLE_THREADED; EINVAL for a PD that
+// is not a parent domain; then as create_cq.
+ibv_cq_ex* create_cq_ex(ibv_context* ctx, const ibv_cq_init_attr_ex* attr);
+// ibv_modify_cq: moderation (IBV_CQ_ATTR_MODERATE). 0 or an errno: EINVAL for no or unknown
+// attr_mask bits and for a period above the device's max_cq_moderation_period.
+int modify_cq(ibv_cq* cq, const ibv_modify_cq_attr* attr);
+// ibv_query_rt_values_ex: the device clock in raw_clock.tv_nsec (tv_sec 0), as mlx5 reports its
+// cycle counter. EINVAL for comp_mask bits other than IBV_VALUES_MASK_RAW_CLOCK.
+int query_rt_values(ibv_context* ctx, ibv_values_ex* values);
 // Blocks (unless the channel fd is non-blocking: -1/EAGAIN) until an event arrives.
 int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context);
 void ack_cq_events(ibv_cq* cq, unsigned int nevents);

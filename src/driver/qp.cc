@@ -158,19 +158,24 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
   sq.max_inline = std::min(sl.max_inline, caps.max_inline_data);
   sq.wrid.reset(new (std::nothrow) uint64_t[sq.wqe_cnt]());
   sq.wqe_head.reset(new (std::nothrow) uint32_t[sq.wqe_cnt]());
+  // A parent domain's allocator, when it has one, gives the rings and the doorbell record.
+  const ExternalAllocator* ext = to_pd(ibpd)->buffers();
   bool ok = sq.wrid != nullptr && sq.wqe_head != nullptr &&
-            sq.buf.allocate(*ctx->link.kernel, static_cast<size_t>(sq.wqe_cnt) * hwif::kSendWqeBbBytes) &&
-            qp->dbrec_page.allocate(*ctx->link.kernel, hwif::kDbRecBytes);
+            sq.buf.allocate(*ctx->link.kernel, static_cast<size_t>(sq.wqe_cnt) * hwif::kSendWqeBbBytes, ext,
+                            ExternalAllocator::kQp) &&
+            qp->dbrec_page.allocate(*ctx->link.kernel, hwif::kDbRecBytes, ext, ExternalAllocator::kDbr);
   if (ok && !has_srq) {
     rq.wqe_cnt = rq_cnt;
     rq.log_stride = log2_exact(rq_stride);
     rq.max_gs = rq_stride / static_cast<uint32_t>(sizeof(hwif::DataSeg));
     rq.wrid.reset(new (std::nothrow) uint64_t[rq_cnt]());
-    ok = rq.wrid != nullptr && rq.buf.allocate(*ctx->link.kernel, static_cast<size_t>(rq_cnt) * rq_stride);
+    ok = rq.wrid != nullptr &&
+         rq.buf.allocate(*ctx->link.kernel, static_cast<size_t>(rq_cnt) * rq_stride, ext, ExternalAllocator::kQp);
   }
   if (!ok) {
+    const int err = errno != 0 ? errno : ENOMEM;
     delete qp;
-    return fail_errno<ibv_qp>(ENOMEM);
+    return fail_errno<ibv_qp>(err);
   }
   qp->dbrec = new (qp->dbrec_page.data()) hwif::QpDbRec{};
   qp->ctx = ctx;

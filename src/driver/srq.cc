@@ -37,10 +37,13 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* attr) {
   auto* srq = new (std::nothrow) Srq{};
   if (srq == nullptr) return fail_errno<ibv_srq>(ENOMEM);
   srq->wrid.reset(new (std::nothrow) uint64_t[wqe_cnt]());
-  if (srq->wrid == nullptr || !srq->buf.allocate(*ctx->link.kernel, static_cast<size_t>(wqe_cnt) * stride) ||
-      !srq->dbrec_page.allocate(*ctx->link.kernel, hwif::kDbRecBytes)) {
+  const ExternalAllocator* ext = pd->buffers();  // a parent domain's allocator, if any
+  if (srq->wrid == nullptr ||
+      !srq->buf.allocate(*ctx->link.kernel, static_cast<size_t>(wqe_cnt) * stride, ext, ExternalAllocator::kSrq) ||
+      !srq->dbrec_page.allocate(*ctx->link.kernel, hwif::kDbRecBytes, ext, ExternalAllocator::kDbr)) {
+    const int err = errno != 0 ? errno : ENOMEM;
     delete srq;
-    return fail_errno<ibv_srq>(ENOMEM);
+    return fail_errno<ibv_srq>(err);
   }
   srq->ctx = ctx;
   srq->pd = pd;

@@ -107,6 +107,9 @@ void Completer::write(const QueuePair& qp, uint32_t cqn, const Cqe64& cqe, bool 
     return fail_cq(qp, *cq, cqn);
   }
   Cqe64 c = cqe;
+  // The clock is read once per entry point (Device::now()): CQEs written by one doorbell, packet
+  // or timer share their timestamp.
+  if (cq->timestamps && !is_error) c.timestamp = dev_.clock_ticks();
   c.op_own = static_cast<uint8_t>((c.op_own & ~kCqeOwnerBit) | ((cq->pi >> cq->log_nent) & 1));
   const uint64_t addr = cq->ring + static_cast<uint64_t>(cq->pi & (nent - 1)) * kCqeBytes;
   if (!dev_.dma_.dma_write_publish(addr, &c, sizeof c, pcie::TlpCause::kCqeWrite)) {
@@ -115,7 +118,24 @@ void Completer::write(const QueuePair& qp, uint32_t cqn, const Cqe64& cqe, bool 
   }
   ++cq->pi;
   ++dev_.stats_->cqes_written;
-  if (cq->armed && (!cq->armed_solicited_only || solicited || is_error)) raise_event(*cq, cqn);
+  if (cq->armed && (!cq->armed_solicited_only || solicited || is_error)) on_qualifying_cqe(*cq, cqn);
+}
+
+void Completer::on_qualifying_cqe(CompletionQueue& cq, uint32_t cqn) {
+  ++cq.mod_pending;
+  const uint32_t count = cq.mod_count > 1 ? cq.mod_count : 1;
+  if (cq.mod_pending >= count) {
+    raise_event(cq, cqn);
+    return;
+  }
+  if (cq.mod_period_us != 0 && cq.mod_deadline.count() < 0) {
+    dev_.schedule_cq(cq, dev_.now() + Picoseconds(int64_t{cq.mod_period_us} * 1'000'000));
+  }
+}
+
+void Completer::moderation_expired(CompletionQueue& cq, uint32_t cqn) {
+  cq.mod_deadline = Picoseconds(-1);
+  if (cq.armed && cq.mod_pending != 0) raise_event(cq, cqn);
 }
 
 void Completer::fail_cq(const QueuePair& qp, CompletionQueue& cq, uint32_t cqn) {
@@ -136,6 +156,8 @@ void Completer::arm(CompletionQueue& cq, bool solicited_only) {
 
 void Completer::raise_event(CompletionQueue& cq, uint32_t cqn) {
   cq.armed = false;
+  cq.mod_pending = 0;
+  cq.mod_deadline = Picoseconds(-1);
   EventQueue* eq = dev_.eqs_.find(cq.eqn);
   if (eq == nullptr || cq.completion_held) return;
   Eqe e{};

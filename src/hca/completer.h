@@ -1,9 +1,10 @@
 // The "complete" stage: writes CQEs (requester, responder, error) into CQ rings by DMA with the
 // ownership bit for the current pass, and raises completion events through the CQ's event queue
-// when the CQ is armed (held in the device while the EQ is full). An overrun, or a DMA fault on a
-// CQ's ring or doorbell record, puts the CQ in error: it writes nothing more, its consumer gets
-// CQ_ERR and each QP with a CQE for it QP_FATAL. A DMA fault on an EQ's ring puts the EQ in error
-// (counted in DeviceStats).
+// when the CQ is armed, at once or as the CQ's moderation (count, period) allows (held in the
+// device while the EQ is full). CQs created with timestamps get the device clock in their success
+// CQEs. An overrun, or a DMA fault on a CQ's ring or doorbell record, puts the CQ in error: it
+// writes nothing more, its consumer gets CQ_ERR and each QP with a CQE for it QP_FATAL. A DMA
+// fault on an EQ's ring puts the EQ in error (counted in DeviceStats).
 #pragma once
 #include <cstdint>
 
@@ -39,12 +40,16 @@ class Completer {
   // CQ arm doorbell: request an event for the next (solicited) CQE written from now on. The
   // doorbell's consumer index is not needed for that (completer.cc says why).
   void arm(CompletionQueue& cq, bool solicited_only);
+  // The moderation period of an armed CQ ran out (Device::on_timer): its event goes now.
+  void moderation_expired(CompletionQueue& cq, uint32_t cqn);
 
  private:
   // qp: the QP whose CQE it is (its CQ's overrun or error fails it, Device::defer_fatal()).
   void write(const QueuePair& qp, uint32_t cqn, const hwif::Cqe64& cqe, bool solicited, bool is_error);
   // The CQ goes to error (overrun or DMA fault): CQ_ERR to its async EQ, QP_FATAL for qp.
   void fail_cq(const QueuePair& qp, CompletionQueue& cq, uint32_t cqn);
+  // A CQE that qualifies for the armed CQ's event: raised now, or held back by moderation.
+  void on_qualifying_cqe(CompletionQueue& cq, uint32_t cqn);
   void raise_event(CompletionQueue& cq, uint32_t cqn);
 
   Device& dev_;

@@ -129,6 +129,14 @@ void Device::schedule(QueuePair& qp, Picoseconds deadline, bool rnr) {
   }
 }
 
+void Device::schedule_cq(CompletionQueue& cq, Picoseconds deadline) {
+  cq.mod_deadline = deadline;
+  if (deadline < wakeup_requested_) {
+    wakeup_requested_ = deadline;
+    clock_.request_wakeup(deadline);
+  }
+}
+
 void Device::cancel_timer(QueuePair& qp) {
   qp.req.deadline = Picoseconds(-1);
   qp.req.rnr_wait = false;
@@ -165,11 +173,18 @@ void Device::on_timer(Picoseconds now) {
     const QpScope scope(*this, qp);
     Requester(*this, qp).on_timer(rnr);
   });
+  // CQ moderation periods that ran out: their events go now.
+  cqs_.for_each([&](uint32_t cqn, CompletionQueue& cq) {
+    if (cq.mod_deadline.count() >= 0 && cq.mod_deadline <= now) Completer(*this).moderation_expired(cq, cqn);
+  });
   // Ask again for the deadlines still ahead (timers re-armed above included).
   qps_.for_each([&](uint32_t, QueuePair& qp) {
     if (qp.req.deadline.count() >= 0 && qp.req.deadline < wakeup_requested_) {
       wakeup_requested_ = qp.req.deadline;
     }
+  });
+  cqs_.for_each([&](uint32_t, CompletionQueue& cq) {
+    if (cq.mod_deadline.count() >= 0 && cq.mod_deadline < wakeup_requested_) wakeup_requested_ = cq.mod_deadline;
   });
   if (wakeup_requested_ != Picoseconds::max()) clock_.request_wakeup(wakeup_requested_);
   end_entry();

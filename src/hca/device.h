@@ -55,6 +55,10 @@ class EngineClock {
   virtual ~EngineClock() = default;
   virtual Picoseconds now() = 0;
   virtual void request_wakeup(Picoseconds at) = 0;
+  // The wall clock (CLOCK_REALTIME, [ns] since the Unix epoch) at engine time `t` (QueryClock,
+  // completion wall-clock timestamps). By default the engine clock itself counts from the epoch:
+  // what a simulation without a real clock answers, deterministically.
+  virtual int64_t wall_clock_ns(Picoseconds t) { return t.count() / 1000; }
 };
 
 class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
@@ -173,11 +177,14 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   int cmd_dealloc_pd(const hwif::DeallocPdIn&, hwif::NoOut&);
   int cmd_create_mkey(const hwif::CreateMkeyIn&, hwif::CreateMkeyOut&);
   int cmd_destroy_mkey(const hwif::DestroyMkeyIn&, hwif::NoOut&);
+  int cmd_modify_mkey(const hwif::ModifyMkeyIn&, hwif::NoOut&);
   int cmd_create_eq(const hwif::CreateEqIn&, hwif::CreateEqOut&);
   int cmd_destroy_eq(const hwif::DestroyEqIn&, hwif::NoOut&);
   int cmd_create_cq(const hwif::CreateCqIn&, hwif::CreateCqOut&);
   int cmd_destroy_cq(const hwif::DestroyCqIn&, hwif::NoOut&);
   int cmd_resize_cq(const hwif::ResizeCqIn&, hwif::ResizeCqOut&);
+  int cmd_modify_cq(const hwif::ModifyCqIn&, hwif::NoOut&);
+  int cmd_query_clock(const hwif::QueryClockIn&, hwif::QueryClockOut&);
   int cmd_create_srq(const hwif::CreateSrqIn&, hwif::CreateSrqOut&);
   int cmd_modify_srq(const hwif::ModifySrqIn&, hwif::NoOut&);
   int cmd_query_srq(const hwif::QuerySrqIn&, hwif::QuerySrqOut&);
@@ -227,6 +234,10 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   void end_entry();
   void schedule(QueuePair& qp, Picoseconds deadline, bool rnr);
   void cancel_timer(QueuePair& qp);
+  void schedule_cq(CompletionQueue& cq, Picoseconds deadline);  // its moderation timer
+  // The device clock (DeviceCaps::hca_core_clock_khz: one tick per ns of the engine clock).
+  static constexpr int64_t kPsPerClockTick = 1000;
+  uint64_t clock_ticks() { return static_cast<uint64_t>(now().count() / kPsPerClockTick); }
   // in_place: the payload is host memory read by dma_read_in_place(); a looped packet then
   // carries it by reference (it is consumed before the entry point returns), never copied.
   void transmit(const fabric::PacketFields& f, std::span<const uint8_t> payload, bool in_place = false);

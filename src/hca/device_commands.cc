@@ -84,6 +84,9 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kResizeCq: return run_command(*this, &Device::cmd_resize_cq, in, in_len, out, out_len);
     case CmdOpcode::kSetPortState:
       return run_command(*this, &Device::cmd_set_port_state, in, in_len, out, out_len);
+    case CmdOpcode::kModifyCq: return run_command(*this, &Device::cmd_modify_cq, in, in_len, out, out_len);
+    case CmdOpcode::kQueryClock: return run_command(*this, &Device::cmd_query_clock, in, in_len, out, out_len);
+    case CmdOpcode::kModifyMkey: return run_command(*this, &Device::cmd_modify_mkey, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
@@ -132,6 +135,25 @@ int Device::cmd_destroy_mkey(const DestroyMkeyIn& in, NoOut&) {
   return mkeys_.destroy(in.lkey) ? 0 : EINVAL;
 }
 
+int Device::cmd_modify_mkey(const ModifyMkeyIn& in, NoOut&) {
+  Mkey* m = mkeys_.find_owned(in.lkey, owner_);
+  if (m == nullptr) return EINVAL;
+  const uint32_t pdn = (in.what & kMkeyPd) != 0 ? in.pdn : m->pdn;
+  const uint32_t access = (in.what & kMkeyAccess) != 0 ? in.access : m->access;
+  if (pds_.find(pdn) == nullptr) return EINVAL;
+  // As at create: remote write or atomic access requires local write (IBA 10.6.3.1 / C10-88).
+  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite)) return EINVAL;
+  if ((in.what & kMkeyTranslation) != 0 && in.length > config_.caps.max_mr_size) return EINVAL;
+  m->pdn = pdn;
+  m->access = access;
+  if ((in.what & kMkeyTranslation) != 0) {
+    m->host_addr = in.host_addr;
+    m->iova = in.iova;
+    m->length = in.length;
+  }
+  return 0;
+}
+
 int Device::cmd_create_eq(const CreateEqIn& in, CreateEqOut& out) {
   if (!is_pow2_log(in.log_nent) || in.ring_addr == 0) return EINVAL;
   EventQueue* eq = nullptr;
@@ -168,6 +190,7 @@ int Device::cmd_create_cq(const CreateCqIn& in, CreateCqOut& out) {
   cq->log_nent = in.log_nent;
   cq->eqn = in.eqn;
   cq->async_eqn = in.async_eqn;
+  cq->timestamps = (in.flags & kCqTimestamps) != 0;
   if (eq) ++eq->users;
   return 0;
 }
@@ -193,6 +216,26 @@ int Device::cmd_resize_cq(const ResizeCqIn& in, ResizeCqOut& out) {
   cq->ring = in.ring_addr;
   cq->log_nent = in.log_nent;
   out.pi = cq->pi;
+  return 0;
+}
+
+// Takes effect for the next qualifying CQE: one already held back keeps its timer, and a count
+// lowered to what is already pending raises the event with the next CQE.
+int Device::cmd_modify_cq(const ModifyCqIn& in, NoOut&) {
+  CompletionQueue* cq = cqs_.find(in.cqn);
+  if (cq == nullptr || cqs_.owner_of(in.cqn) != owner_) return EINVAL;
+  if (in.cq_count > config_.caps.max_cq_moderation_count) return EINVAL;
+  if (in.cq_period_us > config_.caps.max_cq_moderation_period_us) return EINVAL;
+  cq->mod_count = static_cast<uint16_t>(in.cq_count);
+  cq->mod_period_us = static_cast<uint16_t>(in.cq_period_us);
+  return 0;
+}
+
+// The clock and the wall clock at one reading of the engine clock.
+int Device::cmd_query_clock(const QueryClockIn&, QueryClockOut& out) {
+  const Picoseconds t = now();
+  out.ticks = static_cast<uint64_t>(t.count() / kPsPerClockTick);
+  out.wall_ns = clock_.wall_clock_ns(t);
   return 0;
 }
 

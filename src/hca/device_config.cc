@@ -17,6 +17,13 @@ constexpr uint16_t kDefaultPkey = 0xffff;  // full-membership default partition 
 constexpr uint32_t kMaxMsgBytes = 8u << 20;
 // Port capability bits reported to ibv_devinfo: IsSM (0x2)? no; IsTrapSupported etc. not needed.
 constexpr uint32_t kPortCapFlags = 0;
+// The device clock: one tick per nanosecond of the engine clock (EngineClock::now() / 1 ns), so
+// 1,000,000 kHz; its ticks never wrap (int64 picoseconds end first), so every bit is kept.
+constexpr uint64_t kCoreClockKhz = 1'000'000;
+constexpr uint64_t kTimestampMask = ~uint64_t{0};
+// CQ moderation limits of mlx5 (the kernel's MLX5_MAX_CQ_COUNT 16 bits, MLX5_MAX_CQ_PERIOD 12 bits).
+constexpr uint16_t kMaxCqModerationCount = 0xffff;
+constexpr uint16_t kMaxCqModerationPeriodUs = 0xfff;
 }  // namespace
 
 DeviceConfig default_device_config(uint32_t index, uint32_t fabric_id) {
@@ -30,6 +37,10 @@ DeviceConfig default_device_config(uint32_t index, uint32_t fabric_id) {
   d.sys_image_guid = guid;
   d.max_mr_size = 1ull << 40;
   d.page_size_cap = 4096;
+  d.hca_core_clock_khz = kCoreClockKhz;
+  d.timestamp_mask = kTimestampMask;
+  d.max_cq_moderation_count = kMaxCqModerationCount;
+  d.max_cq_moderation_period_us = kMaxCqModerationPeriodUs;
   d.vendor_id = kVendorId;
   d.vendor_part_id = kVendorPartId;
   d.hw_ver = 0;

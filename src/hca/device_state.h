@@ -43,8 +43,9 @@ struct DeviceState {
   // 6: the bad_source drop counter; 7: key variants and indexes drawn from the seed (MemoryKeysState);
   // 8: QP1's MAD agents and bound services (MadState), the no_mad_agent drop counter; 9: connections
   // tracked for their DREQ, multicast groups (McastState); 10: async events (EQ consumer index and
-  // held events, objects' async EQs, the port_down byte, the port_down drop counter)
-  static constexpr uint32_t kVersion = 10;
+  // held events, objects' async EQs, the port_down byte, the port_down drop counter); 11: CQ
+  // timestamps and moderation
+  static constexpr uint32_t kVersion = 11;
 
   uint64_t magic = 0;
   uint32_t version = 0;

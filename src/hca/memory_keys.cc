@@ -88,6 +88,12 @@ const Mkey* MemoryKeys::find(uint32_t key) const {
   return (m != nullptr && m->key == key) ? m : nullptr;
 }
 
+Mkey* MemoryKeys::find_owned(uint32_t key, uint32_t owner) {
+  const uint32_t number = number_of(key);
+  Mkey* m = table_.find(number);
+  return (m != nullptr && m->key == key && table_.owner_of(number) == owner) ? m : nullptr;
+}
+
 uint32_t MemoryKeys::count_for_pd(uint32_t pdn) const {
   uint32_t n = 0;
   table_.for_each([&](uint32_t, const Mkey& m) { n += (m.pdn == pdn) ? 1 : 0; });

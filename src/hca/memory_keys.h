@@ -96,6 +96,9 @@ class MemoryKeys {
   // Returns the key, or 0 when the table or the region is full.
   uint32_t create(const hwif::CreateMkeyIn& in, uint32_t owner = 0);
   bool destroy(uint32_t key);
+  // The key's record, for a command to change in place (keys change only between entry points);
+  // nullptr when `key` is not a key of `owner`.
+  [[nodiscard]] Mkey* find_owned(uint32_t key, uint32_t owner);
   [[nodiscard]] const Mkey* find(uint32_t key) const;
 
   // required_access: 0 for a local read (gather), else the MkeyAccess bit needed.

@@ -43,10 +43,17 @@ struct CompletionQueue {
   bool armed = false;
   bool armed_solicited_only = false;
   bool in_error = false;  // overrun, or a DMA fault on the ring or doorbell record: no more CQEs
+  bool timestamps = false;  // hwif::kCqTimestamps: success CQEs carry the device clock
   uint32_t users = 0;  // QPs and SRQs attached
   uint32_t async_eqn = hwif::kNoEq;  // where its CQ_ERR goes
   bool completion_held = false;  // a completion event waits for room in EQ eqn
   bool error_held = false;       // a CQ error event waits for room in EQ async_eqn
+  // Moderation (hwif::ModifyCqIn): while armed, the event waits for mod_count qualifying CQEs or
+  // for mod_deadline (mod_period_us after the first of them), whichever comes first.
+  uint16_t mod_count = 0;
+  uint16_t mod_period_us = 0;
+  uint32_t mod_pending = 0;          // qualifying CQEs written since the arm, event not yet raised
+  Picoseconds mod_deadline{-1};      // -1: no moderation timer running
 };
 
 struct SharedReceiveQueue {

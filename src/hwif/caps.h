@@ -24,6 +24,10 @@ struct DeviceCaps {
   uint64_t sys_image_guid = 0;
   uint64_t max_mr_size = 0;
   uint64_t page_size_cap = 0;
+  // The free-running clock CQE timestamps count (Cqe64::timestamp): its rate in kHz and the bits
+  // it keeps (ibv_device_attr_ex hca_core_clock and completion_timestamp_mask; 0: no clock).
+  uint64_t hca_core_clock_khz = 0;
+  uint64_t timestamp_mask = 0;
   uint32_t vendor_id = 0;
   uint32_t vendor_part_id = 0;
   uint32_t hw_ver = 0;
@@ -48,6 +52,8 @@ struct DeviceCaps {
   uint32_t num_comp_vectors = 0;
   uint32_t num_uars = 0;         // UAR pages in the BAR after the init segment
   uint16_t max_pkeys = 0;
+  uint16_t max_cq_moderation_count = 0;      // ibv_device_attr_ex cq_mod_caps.max_cq_count
+  uint16_t max_cq_moderation_period_us = 0;  // cq_mod_caps.max_cq_period [us]
   uint8_t local_ca_ack_delay = 0;
   uint8_t phys_port_cnt = 0;
   bool atomic_hca = false;       // atomics are atomic against other HCA atomics (IBV_ATOMIC_HCA)

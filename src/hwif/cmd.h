@@ -37,6 +37,9 @@ enum class CmdOpcode : uint16_t {
   kAttachMcast,
   kDetachMcast,
   kSetPortState,
+  kModifyCq,
+  kQueryClock,
+  kModifyMkey,
 };
 
 struct NoOut {};
@@ -68,6 +71,26 @@ struct CreateMkeyIn {
 };
 struct CreateMkeyOut { uint32_t lkey = 0; uint32_t rkey = 0; };
 struct DestroyMkeyIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyMkey; uint32_t lkey = 0; };
+// ibv_rereg_mr: changes a key in place — its translation (host_addr, iova, length), its PD, its
+// access, each when its bit is in `what` — and keeps the key itself. Atomic for the data path:
+// every use after the command sees the new values, none the old ones. EINVAL for a key of
+// another owner or none, a PD that does not exist, remote write or atomic without local write, or
+// a length above max_mr_size; nothing changes then.
+enum MkeyChange : uint32_t {
+  kMkeyTranslation = 1u << 0,
+  kMkeyPd = 1u << 1,
+  kMkeyAccess = 1u << 2,
+};
+struct ModifyMkeyIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kModifyMkey;
+  uint32_t lkey = 0;
+  uint32_t what = 0;  // MkeyChange bits
+  uint32_t pdn = 0;
+  uint32_t access = 0;
+  uint64_t host_addr = 0;
+  uint64_t iova = 0;
+  uint64_t length = 0;
+};
 
 // An event queue: a ring of Eqe in host memory and its MSI-X vector (the value the host kernel
 // handed out, pcie::HostKernel::alloc_vector; the device raises it through pcie::HostBridge).
@@ -87,6 +110,12 @@ struct CreateEqOut { uint32_t eqn = 0; };
 struct DestroyEqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyEq; uint32_t eqn = 0; };
 
 inline constexpr uint32_t kNoEq = 0xffffffff;
+// CreateCqIn::flags.
+enum CqFlags : uint32_t {
+  // The device writes its clock into every success CQE (Cqe64::timestamp): a CQ created for
+  // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP(_WALLCLOCK). Others leave the field 0 and read no clock.
+  kCqTimestamps = 1u << 0,
+};
 struct CreateCqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateCq;
   uint64_t ring_addr = 0;   // nent * 64-byte CQEs, initialised to op_own = 0xf0
@@ -95,6 +124,7 @@ struct CreateCqIn {
   uint32_t eqn = kNoEq;     // where completion events go (kNoEq: no completion channel)
   uint32_t uar_index = 0;
   uint32_t async_eqn = kNoEq;  // where its CQ error event goes (kNoEq: nowhere)
+  uint32_t flags = 0;       // CqFlags
 };
 struct CreateCqOut { uint32_t cqn = 0; };
 struct DestroyCqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyCq; uint32_t cqn = 0; };
@@ -112,6 +142,27 @@ struct ResizeCqIn {
   uint32_t cqe = 0;        // the entries the caller asked for (< 2^log_nent)
 };
 struct ResizeCqOut { uint32_t pi = 0; };  // the producer index at the switch
+
+// CQ moderation (ibv_modify_cq, IBV_CQ_ATTR_MODERATE): an armed CQ raises its event once
+// `cq_count` CQEs that qualify for it were written since the arm, or `cq_period_us` microseconds
+// after the first of them, whichever comes first. cq_count 0 or 1: every qualifying CQE raises it
+// at once (no moderation); cq_period_us 0: the count alone decides. EINVAL above the device's
+// DeviceCaps::max_cq_moderation_count / _period_us, or for a CQ of another owner.
+struct ModifyCqIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kModifyCq;
+  uint32_t cqn = 0;
+  uint32_t cq_count = 0;
+  uint32_t cq_period_us = 0;
+};
+
+// The device's free-running clock (DeviceCaps::hca_core_clock_khz ticks: 1 tick = 1 ns) now, and
+// the wall clock (CLOCK_REALTIME, ns since the Unix epoch) at that same instant: what a driver needs
+// to turn the ticks of a CQE into wall-clock time (mlx5's clock_info page serves the same purpose).
+struct QueryClockIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQueryClock; };
+struct QueryClockOut {
+  uint64_t ticks = 0;
+  int64_t wall_ns = 0;
+};
 
 struct CreateSrqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateSrq;

@@ -60,6 +60,9 @@ struct Cqe64 {
   uint8_t app_op;
   Be16 app_info;
   Be32 byte_cnt;
+  // The device clock (DeviceCaps::hca_core_clock_khz ticks) when the CQE was written: success CQEs
+  // of a CQ created with kCqTimestamps (mlx5's CQE carries it at the same offset). 0 otherwise; an
+  // error CQE has no such field (ErrCqe64 uses these bytes).
   Be64 timestamp;
   Be32 sop_drop_qpn;  // requester: WQE opcode<<24 | qpn; error CQE: same
   Be16 wqe_counter;

@@ -1,5 +1,7 @@
 #include "runtime/agent.h"
 
+#include <chrono>
+
 namespace softhca::runtime {
 
 Agent::Agent(std::function<void(Picoseconds)> run_timers)
@@ -18,6 +20,12 @@ void Agent::stop() {
 
 Picoseconds Agent::now() {
   return std::chrono::duration_cast<Picoseconds>(std::chrono::steady_clock::now() - epoch_);
+}
+
+int64_t Agent::wall_clock_ns(Picoseconds t) {
+  const int64_t wall_now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return wall_now - (now() - t).count() / 1000;
 }
 
 void Agent::request_wakeup(Picoseconds at) {

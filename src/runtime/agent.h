@@ -27,6 +27,8 @@ class Agent final : public hca::EngineClock {
 
   Picoseconds now() override;
   void request_wakeup(Picoseconds at) override;
+  // CLOCK_REALTIME now, less the engine time since t.
+  int64_t wall_clock_ns(Picoseconds t) override;
 
  private:
   void loop();

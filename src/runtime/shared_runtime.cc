@@ -171,6 +171,8 @@ class SharedRuntime::Impl final : public DeviceSlot,
   // epoch, not since boot: 64-bit picoseconds overflow after 106 days of uptime.)
   Picoseconds now() override;
   void request_wakeup(Picoseconds at) override;
+  // CLOCK_REALTIME now, less the engine time since t: the same instant in every process.
+  int64_t wall_clock_ns(Picoseconds t) override;
 
   SharedRuntimeOptions options_;
   FabricRegistry registry_;
@@ -721,6 +723,12 @@ void SharedRuntime::Impl::receive_loop() {
 
 Picoseconds SharedRuntime::Impl::now() {
   return std::chrono::duration_cast<Picoseconds>(std::chrono::nanoseconds(monotonic_ns() - segment_->epoch_ns()));
+}
+
+int64_t SharedRuntime::Impl::wall_clock_ns(Picoseconds t) {
+  const int64_t wall_now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return wall_now - (now() - t).count() / 1000;
 }
 
 void SharedRuntime::Impl::request_wakeup(Picoseconds at) {

@@ -1,8 +1,8 @@
 // The op table of every context: the verbs_context members the inline wrappers of verbs.h reach
 // through verbs_get_ctx_op (verbs-abi.md §2.1-2.3). softhca provides query_port,
-// query_device_ex, create_qp_ex and create_srq_ex; every other op is NULL, which the inline
-// wrappers answer with EOPNOTSUPP (errno for object-returning verbs, the return value for int
-// verbs). The data-path ops of ibv_context_ops (poll_cq, req_notify_cq, post_send, post_recv,
+// query_device_ex, create_qp_ex, create_srq_ex, create_cq_ex, modify_cq, query_rt_values,
+// alloc_td, dealloc_td and alloc_parent_domain; every other op is NULL, which the inline wrappers answer with EOPNOTSUPP (errno for
+// object-returning verbs, the return value for int verbs). The data-path ops of ibv_context_ops (poll_cq, req_notify_cq, post_send, post_recv,
 // post_srq_recv) are the driver's; of the rest, the two that inline code calls without a NULL
 // check (bind_mw, dealloc_mw) get an EOPNOTSUPP default when the driver leaves them empty.
 #include <cerrno>
@@ -112,6 +112,52 @@ ibv_srq* create_srq_ex_op(ibv_context* ctx, ibv_srq_init_attr_ex* attr_ex) {
   return srq;
 }
 
+// Reached from the inline ibv_create_cq_ex after its comp_mask check. As libibverbs' command
+// helper, the consumer's cq_context and channel go into the new CQ.
+ibv_cq_ex* create_cq_ex_op(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
+  if (ctx == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_cq_ex* cq = driver::create_cq_ex(ctx, attr);
+  if (cq == nullptr) return nullptr;
+  cq->context = ctx;
+  cq->channel = attr->channel;
+  cq->cq_context = attr->cq_context;
+  return cq;
+}
+
+int modify_cq_op(ibv_cq* cq, ibv_modify_cq_attr* attr) {
+  if (cq == nullptr || attr == nullptr) return EINVAL;
+  return driver::modify_cq(cq, attr);
+}
+
+int query_rt_values_op(ibv_context* ctx, ibv_values_ex* values) {
+  if (ctx == nullptr || values == nullptr) return EINVAL;
+  return driver::query_rt_values(ctx, values);
+}
+
+ibv_td* alloc_td_op(ibv_context* ctx, ibv_td_init_attr* attr) {
+  if (ctx == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return driver::alloc_td(ctx, attr);
+}
+
+int dealloc_td_op(ibv_td* td) {
+  if (td == nullptr) return EINVAL;
+  return driver::dealloc_td(td);
+}
+
+ibv_pd* alloc_parent_domain_op(ibv_context* ctx, ibv_parent_domain_init_attr* attr) {
+  if (ctx == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return driver::alloc_parent_domain(ctx, attr);
+}
+
 int bind_mw_unsupported(ibv_qp* /*qp*/, ibv_mw* /*mw*/, ibv_mw_bind* /*mw_bind*/) {
   return unsupported<int>();
 }
@@ -145,6 +191,12 @@ void install_context_ops(verbs_context* vctx) {
   vctx->query_device_ex = query_device_ex_op;
   vctx->create_qp_ex = create_qp_ex_op;
   vctx->create_srq_ex = create_srq_ex_op;
+  vctx->create_cq_ex = create_cq_ex_op;
+  vctx->modify_cq = modify_cq_op;
+  vctx->query_rt_values = query_rt_values_op;
+  vctx->alloc_td = alloc_td_op;
+  vctx->dealloc_td = dealloc_td_op;
+  vctx->alloc_parent_domain = alloc_parent_domain_op;
   // Not supported: NULL makes the inline wrapper answer EOPNOTSUPP. open_xrcd stays NULL, so
   // ibv_close_xrcd (which calls close_xrcd unchecked) can never be reached with an xrcd of ours.
   vctx->advise_mr = nullptr;
@@ -160,18 +212,12 @@ void install_context_ops(verbs_context* vctx) {
   vctx->destroy_flow_action = nullptr;
   vctx->create_flow_action_esp = nullptr;
   vctx->modify_qp_rate_limit = nullptr;
-  vctx->alloc_parent_domain = nullptr;
-  vctx->dealloc_td = nullptr;
-  vctx->alloc_td = nullptr;
-  vctx->modify_cq = nullptr;
   vctx->post_srq_ops = nullptr;
   vctx->destroy_rwq_ind_table = nullptr;
   vctx->create_rwq_ind_table = nullptr;
   vctx->destroy_wq = nullptr;
   vctx->modify_wq = nullptr;
   vctx->create_wq = nullptr;
-  vctx->query_rt_values = nullptr;
-  vctx->create_cq_ex = nullptr;
   vctx->ibv_destroy_flow = nullptr;
   vctx->ABI_placeholder2 = nullptr;
   vctx->ibv_create_flow = nullptr;

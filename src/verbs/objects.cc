@@ -121,6 +121,39 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
   return verbs::register_mr(pd, addr, length, iova, access);
 }
 
+// libibverbs' checks and fork-range bookkeeping around the provider, reported through enum
+// ibv_rereg_mr_err_code with errno (ibv_rereg_mr(3)): input errors leave the MR as it was
+// (IBV_REREG_MR_ERR_INPUT, EINVAL); a refusal by the driver or device is IBV_REREG_MR_ERR_CMD with
+// its errno, and here too the MR is still the old one (the device changes nothing it refuses).
+// A NULL pd with IBV_REREG_MR_CHANGE_PD, which libibverbs would dereference, is an input error.
+// lkey and rkey are kept; pd, addr and length follow what changed.
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  const auto input_error = [] {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  };
+  if (mr == nullptr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) != 0) return input_error();
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0 && (length == 0 || addr == nullptr)) return input_error();
+  if (access != 0 && (flags & IBV_REREG_MR_CHANGE_ACCESS) == 0) return input_error();
+  if ((flags & IBV_REREG_MR_CHANGE_PD) != 0 && pd == nullptr) return input_error();
+  const bool new_range = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
+  if (new_range && ibv_dontfork_range(addr, length) != 0) return IBV_REREG_MR_ERR_DONT_FORK_NEW;
+  void* old_addr = mr->addr;
+  const size_t old_length = mr->length;
+  if (const int err = driver::rereg_mr(mr, flags, pd, addr, length, access); err != 0) {
+    errno = err;
+    if (new_range && ibv_dofork_range(addr, length) != 0) return IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  if ((flags & IBV_REREG_MR_CHANGE_PD) != 0) mr->pd = pd;
+  if (new_range) {
+    mr->addr = addr;
+    mr->length = length;
+    if (ibv_dofork_range(old_addr, old_length) != 0) return IBV_REREG_MR_ERR_DO_FORK_OLD;
+  }
+  return 0;
+}
+
 // 0 or a positive errno.
 int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return EINVAL;

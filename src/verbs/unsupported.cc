@@ -15,14 +15,6 @@ extern "C" {
 
 // ---- MR -----------------------------------------------------------------------------------------
 
-// ibv_rereg_mr reports through enum ibv_rereg_mr_err_code and errno (pyverbs raises with errno).
-// Nothing was changed, so the old MR stays valid: IBV_REREG_MR_ERR_INPUT, errno EOPNOTSUPP.
-int ibv_rereg_mr(ibv_mr* /*mr*/, int /*flags*/, ibv_pd* /*pd*/, void* /*addr*/, size_t /*length*/,
-                 int /*access*/) {
-  unsupported<int>();
-  return IBV_REREG_MR_ERR_INPUT;
-}
-
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* /*pd*/, uint64_t /*offset*/, size_t /*length*/, uint64_t /*iova*/,
                           int /*fd*/, int /*access*/) {
   return unsupported<ibv_mr*>();

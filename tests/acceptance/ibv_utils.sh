@@ -62,6 +62,11 @@ fi
 expect "$out" '^[[:space:]]+port:[[:space:]]+1$' "port 1"
 expect "$out" '^[[:space:]]+state:[[:space:]]+PORT_ACTIVE \(4\)$' "port state PORT_ACTIVE"
 expect "$out" '^[[:space:]]+link_layer:[[:space:]]+InfiniBand$' "link layer InfiniBand"
+# Extended CQs (ibv_create_cq_ex timestamps, ibv_modify_cq): the device clock and moderation limits.
+expect "$out" '^[[:space:]]+hca_core_clock:[[:space:]]+1000000kHZ$' "hca_core_clock 1000000 kHz (1 tick = 1 ns)"
+expect "$out" '^[[:space:]]+completion timestamp_mask:[[:space:]]+0xffffffffffffffff$' "a 64-bit completion timestamp"
+expect "$out" '^[[:space:]]+max_cq_count:[[:space:]]+65535$' "CQ moderation up to 65535 completions"
+expect "$out" '^[[:space:]]+max_cq_period:[[:space:]]+4095 us$' "CQ moderation up to 4095 us"
 lid=$(sed -nE 's/^[[:space:]]+port_lid:[[:space:]]+([0-9]+)$/\1/p' <<<"$out" | head -n1)
 [[ -n $lid && $lid -ne 0 ]] || fail "port_lid is missing or zero: '$lid'"
 

@@ -5,7 +5,8 @@
 //   - src/verbs/unsupported.cc: the exports defined there (they answer EOPNOTSUPP) are exactly the
 //     `export` rows marked "no";
 //   - an opened device: for rows reached through an op (`ctx.` a verbs_context member, `ops.` an
-//     ibv_context_ops member, `qp_ex.` a member of an RC QP's ibv_qp_ex) the op is set exactly
+//     ibv_context_ops member, `qp_ex.` a member of an RC QP's ibv_qp_ex, `cq_ex.` a member of an
+//     extended CQ with every wc_flags field the device gives) the op is set exactly
 //     when the row says "yes" or "partial".
 // The static inline functions of the installed verbs.h each need a row too.
 #include <elf.h>
@@ -186,6 +187,14 @@ TEST_F(VerbsCoverageOps, RowsReachedThroughAnOpSayYesExactlyWhenTheOpIsSet) {
   ASSERT_NE(qp, nullptr);
   const ibv_qp_ex* qpx = ibv_qp_to_qp_ex(qp);
   ASSERT_NE(qpx, nullptr);
+  // An extended CQ with every field the device can give (create_cq_ex refuses the others).
+  ibv_cq_init_attr_ex cq_attr{};
+  cq_attr.cqe = 4;
+  cq_attr.wc_flags = uint64_t{IBV_WC_STANDARD_FLAGS} | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  ibv_cq_ex* cqx = vctx->create_cq_ex != nullptr ? ibv_create_cq_ex(a_.ctx, &cq_attr) : nullptr;
+  const ibv_cq_ex no_cq_ex{};
+  const ibv_cq_ex& cq_ex = cqx != nullptr ? *cqx : no_cq_ex;
 
 #define SOFTHCA_OP(prefix, obj, member) {#prefix "." #member, (obj).member != nullptr},
   const std::map<std::string, bool> set = {
@@ -219,9 +228,21 @@ TEST_F(VerbsCoverageOps, RowsReachedThroughAnOpSayYesExactlyWhenTheOpIsSet) {
       SOFTHCA_OP(qp_ex, *qpx, wr_local_inv) SOFTHCA_OP(qp_ex, *qpx, wr_set_ud_addr)
       SOFTHCA_OP(qp_ex, *qpx, wr_set_xrc_srqn) SOFTHCA_OP(qp_ex, *qpx, wr_set_sge)
       SOFTHCA_OP(qp_ex, *qpx, wr_set_sge_list) SOFTHCA_OP(qp_ex, *qpx, wr_set_inline_data)
-      SOFTHCA_OP(qp_ex, *qpx, wr_set_inline_data_list)};
+      SOFTHCA_OP(qp_ex, *qpx, wr_set_inline_data_list)
+      SOFTHCA_OP(cq_ex, cq_ex, start_poll) SOFTHCA_OP(cq_ex, cq_ex, next_poll)
+      SOFTHCA_OP(cq_ex, cq_ex, end_poll) SOFTHCA_OP(cq_ex, cq_ex, read_opcode)
+      SOFTHCA_OP(cq_ex, cq_ex, read_vendor_err) SOFTHCA_OP(cq_ex, cq_ex, read_byte_len)
+      SOFTHCA_OP(cq_ex, cq_ex, read_imm_data) SOFTHCA_OP(cq_ex, cq_ex, read_qp_num)
+      SOFTHCA_OP(cq_ex, cq_ex, read_src_qp) SOFTHCA_OP(cq_ex, cq_ex, read_wc_flags)
+      SOFTHCA_OP(cq_ex, cq_ex, read_slid) SOFTHCA_OP(cq_ex, cq_ex, read_sl)
+      SOFTHCA_OP(cq_ex, cq_ex, read_dlid_path_bits) SOFTHCA_OP(cq_ex, cq_ex, read_completion_ts)
+      SOFTHCA_OP(cq_ex, cq_ex, read_cvlan) SOFTHCA_OP(cq_ex, cq_ex, read_flow_tag)
+      SOFTHCA_OP(cq_ex, cq_ex, read_tm_info) SOFTHCA_OP(cq_ex, cq_ex, read_completion_wallclock_ns)};
 #undef SOFTHCA_OP
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  if (cqx != nullptr) {
+    EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+  }
 
   size_t checked = 0;
   for (const auto& [name, row] : read_table()) {

@@ -148,6 +148,8 @@ class VerbsPair : public ::testing::Test {
   ibv_srq* create_srq(Endpoint& e, uint32_t max_wr, uint32_t max_sge);
   ibv_comp_channel* create_channel(Endpoint& e);
   ibv_ah* create_ah(Endpoint& e, uint16_t dlid);
+  // A CQ the test made itself (ibv_create_cq_ex), destroyed with the extra CQs.
+  void adopt_cq(ibv_cq* cq) { extra_cqs_.push_back(cq); }
 
   // Posts one receive; 0 or the errno of ibv_post_recv.
   static int post_recv(ibv_qp* qp, uint64_t wr_id, std::span<ibv_sge> sges);

@@ -1,6 +1,6 @@
 // The driver on the real device model (src/hca) for the driver's unit tests, single-threaded:
 // a fake host kernel whose DMA addresses are not pointers (process slot FakeKernel::kSlot), a
-// bridge that resolves only those, a port looped back by the test (pump) and a clock stopped at 0.
+// bridge that resolves only those, a port looped back by the test (pump) and a clock that stands where the test puts it (0 at first).
 // Leaves out: timers (nothing here is lost, so nothing is retransmitted). Sizes in bytes.
 #pragma once
 #include <infiniband/verbs.h>
@@ -48,8 +48,9 @@ class SlotBridge final : public pcie::HostBridge {
 class Loop final : public hca::PacketPort, public hca::EngineClock {
  public:
   void transmit(std::span<const uint8_t> packet) override { queue.emplace_back(packet.begin(), packet.end()); }
-  Picoseconds now() override { return Picoseconds{0}; }
-  void request_wakeup(Picoseconds /*at*/) override {}
+  Picoseconds now() override { return t; }
+  void request_wakeup(Picoseconds at) override { wakeups.push_back(at); }
+  int64_t wall_clock_ns(Picoseconds at) override { return at.count() / 1000 + wall_offset_ns; }
   void pump(hca::Device& dev) {
     for (int n = 0; !queue.empty() && n < 10000; ++n) {
       const std::vector<uint8_t> p = std::move(queue.front());
@@ -58,6 +59,9 @@ class Loop final : public hca::PacketPort, public hca::EngineClock {
     }
   }
   std::deque<std::vector<uint8_t>> queue;
+  Picoseconds t{0};              // the time the clock stands at (a test moves it)
+  int64_t wall_offset_ns = 0;    // wall clock [ns] at engine time 0
+  std::vector<Picoseconds> wakeups;  // every wake-up the device asked for
 };
 
 struct Rig {

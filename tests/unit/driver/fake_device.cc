@@ -161,6 +161,11 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kAttachMcast:
     case O::kDetachMcast:
     case O::kSetPortState:
+    case O::kModifyCq:
+    case O::kModifyMkey:
+      return 0;
+    case O::kQueryClock:
+      *static_cast<hwif::QueryClockOut*>(out) = {};
       return 0;
   }
   return EOPNOTSUPP;
