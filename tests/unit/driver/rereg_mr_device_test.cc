@@ -36,7 +36,7 @@ class ReregMrDevice : public ::testing::Test {
     link.cmd = &r_.dev;
     link.blueflame = BlueFlameMode::kOff;
     link.kernel = &r_.kernel;
-    verbs_context* v = open_context(&r_.device, link, -1, -1);
+    verbs_context* v = open_context(&r_.device, link, -1);
     ASSERT_NE(v, nullptr);
     ctx_ = &v->context;
     pd_ = alloc_pd(ctx_);
