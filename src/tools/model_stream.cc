@@ -34,7 +34,7 @@ class StreamGenerator final : public sim::ChainListener {
         params_(sim::derive_timing(profile)),
         model_(scheduler_, params_, kModelHosts),
         recorder_({model_.tag_pool(kRequesterHost), model_.tag_pool(kResponderHost)}) {
-    if (auto err = validate(w)) throw std::invalid_argument(*err);
+    if (auto err = validate(as_pattern(w, Pattern::kStream))) throw std::invalid_argument(*err);
     if (w.transport == Transport::kUd && w.size_bytes > profile.ib.mtu_bytes) {
       throw std::invalid_argument("a UD message is one packet: at most ib.mtu_bytes (" +
                                   std::to_string(profile.ib.mtu_bytes) + ")");
@@ -103,6 +103,7 @@ class StreamGenerator final : public sim::ChainListener {
     r.message_rate = seconds > 0 ? static_cast<double>(r.messages) / seconds : 0;
     r.goodput_gbps = r.message_rate * w_.size_bytes * 8 / 1e9;
     r.cpu_busy = cpu_busy_;
+    for (uint32_t t = 0; t < threads_.size(); ++t) r.cpu.push_back(CpuUse{kRequesterHost, t, threads_[t].cpu_busy});
     r.resources = model_.resource_use();
     r.scheduler_events = scheduler_.events_run();
     r.steps = model_.steps_placed();
@@ -169,6 +170,7 @@ class StreamGenerator final : public sim::ChainListener {
     bool waiting = false;    // idle until a completion arrives
     Picoseconds wake_at = Picoseconds::max();
     Picoseconds done_at{0};
+    Picoseconds cpu_busy{0};  // its posts and polls
   };
   struct TagInfo {
     uint32_t qp;
@@ -216,6 +218,7 @@ class StreamGenerator final : public sim::ChainListener {
     }
     if (poll_cost > Picoseconds(0)) {
       cpu_busy_ += poll_cost;
+      th.cpu_busy += poll_cost;
       schedule_act(t, scheduler_.now() + poll_cost);
       return;
     }
@@ -266,6 +269,7 @@ class StreamGenerator final : public sim::ChainListener {
     add_counts(replayed_requester_, c.requester);
     add_counts(replayed_responder_, c.responder);
     cpu_busy_ += c.cost;
+    threads_[q.thread].cpu_busy += c.cost;
     model_.submit(c.chain, scheduler_.now(), this, tag_base);
     q.posted += w_.postlist;
     ++replayed_posts_;
@@ -341,6 +345,7 @@ class StreamGenerator final : public sim::ChainListener {
     const Picoseconds cost = post_cpu_cost(params_, w_, recorder_, n);
     chain_.at(0).cost = cost;
     cpu_busy_ += cost;
+    th.cpu_busy += cost;
     if (latency_mode_) {
       latency_chain_ = chain_.steps();
       for (uint32_t s = 0; s < latency_chain_.size(); ++s) {
