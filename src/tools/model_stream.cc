@@ -54,6 +54,7 @@ class StreamGenerator final : public sim::ChainListener {
     rc.buffer_bytes = static_cast<size_t>(w.qps) * w.queue_depth * stride_;
     rc.access = IBV_ACCESS_LOCAL_WRITE;
     HostSideConfig pc = rc;
+    pc.send_depth = 1;  // the responder never posts: its send queues are as small as they come
     pc.recv_depth = w.queue_depth;
     pc.max_inline = 0;
     pc.buffer_bytes = static_cast<size_t>(w.qps) * w.queue_depth * recv_stride_;
@@ -290,14 +291,15 @@ class StreamGenerator final : public sim::ChainListener {
     // offset, payload slot and signaled pattern all repeat), so a post in a later whole period
     // makes the chain the same post of the first period made. The tail after the last whole
     // period runs on the device again, which is then exactly where a full run would have it.
-    if (replay_ && n == w_.postlist && !latency_mode_) {
+    // A QP whose target is less than two periods never replays: it keeps no cache (with thousands
+    // of QPs of a few messages each, the cache would be most of the run's memory).
+    if (replay_ && n == w_.postlist && !latency_mode_ && q.target >= 2 * period_) {
       const uint64_t period = q.posted / period_;
       const size_t slot = static_cast<size_t>((q.posted % period_) / w_.postlist);
       if (q.cache.empty()) q.cache.resize(static_cast<size_t>(period_ / w_.postlist));
       if (period >= 1 && (period + 1) * period_ <= q.target && q.cache[slot].valid) return replay(q, qi, q.cache[slot]);
     }
-    const bool record = replay_ && n == w_.postlist && !latency_mode_ && q.posted < period_ &&
-                        period_ <= q.target && !q.cache.empty();
+    const bool record = replay_ && n == w_.postlist && !latency_mode_ && q.posted < period_ && !q.cache.empty();
     pcie::CounterSnapshot req0;
     pcie::CounterSnapshot resp0;
     if (record) {

@@ -7,7 +7,7 @@ namespace softhca::tools {
 namespace {
 constexpr uint32_t kMaxQueueDepth = 1u << 14;   // the device's max_qp_wr (R1)
 constexpr uint32_t kMaxInlineBytes = 956;       // the device's max_inline_data (docs/device.md)
-constexpr uint32_t kMaxQps = 4096;
+constexpr uint32_t kMaxQps = 1u << 16;          // the device's max_qp (hca/device_config.cc)
 constexpr uint32_t kAtomicBytes = 8;
 constexpr uint32_t kMaxUdBytes = 4096;          // one packet of the port's MTU (W4)
 constexpr uint32_t kMaxDmaBytes = 1u << 20;     // a DMA transfer's chain stays small (assumed bound)
