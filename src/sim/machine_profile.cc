@@ -64,6 +64,7 @@ const std::array kKeys = {
     dkey<&M::hca, &HcaParams::cqe_ns>("hca.cqe_ns", 0, kMaxNs, "ns", "assumed"),
     ukey<&M::hca, &HcaParams::max_outstanding_reads>("hca.max_outstanding_reads", 1, 4096, "", "assumed"),
     ukey<&M::hca, &HcaParams::qp_wqes_in_flight>("hca.qp_wqes_in_flight", 1, 65536, "", "assumed"),
+    bkey<&M::hca, &HcaParams::rq_prefetch>("hca.rq_prefetch", "assumed"),
     dkey<&M::ib, &IbParams::lane_gbps>("ib.lane_gbps", 0.1, 1000, "Gb/s", "W5"),
     ukey<&M::ib, &IbParams::width>("ib.width", 1, 12, "", "W5"),
     ukey<&M::ib, &IbParams::mtu_bytes>("ib.mtu_bytes", 256, 4096, "B", "W4"),

@@ -51,6 +51,10 @@ struct HcaParams {
   double cqe_ns = 5;                   // building one CQE [assumed]
   uint32_t max_outstanding_reads = 64; // DMA read tags in flight [assumed]
   uint32_t qp_wqes_in_flight = 4;      // WQEs of one QP between parse and transmit [assumed]
+  // The HCA has read a receive WQE it knows of before the SEND that consumes it arrives: the read
+  // is off the SEND's critical path (a doorbell-record read, when the RQ looked empty, stays on
+  // it) [assumed; off in the built-in profiles].
+  bool rq_prefetch = false;
 };
 
 struct IbParams {

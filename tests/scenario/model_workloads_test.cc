@@ -94,6 +94,27 @@ TEST(ModelPingPong, ASendHalfRoundTripAddsTheReceiveWqeReadToTheWrite) {
   EXPECT_EQ(send.half_rtt_min, send.half_rtt);
 }
 
+TEST(ModelPingPong, WithReceiveWqePrefetchASendCostsAboutWhatAWriteDoes) {
+  sim::MachineProfile p = load_profile("x86-gen3-cx4-edr");
+  const RunResult write = run_pingpong(p, pingpong(Operation::kWrite, 32));
+  const RunResult send = run_pingpong(p, pingpong(Operation::kSend, 32));
+  apply_override(p, "hca.rq_prefetch=true");
+  const RunResult prefetched = run_pingpong(p, pingpong(Operation::kSend, 32));
+  const sim::TimingParams t = sim::derive_timing(p);
+  // Expect: the receive WQE was read while the SEND was on its way, so the median round trip
+  // loses the read's PCIe round trip; what is left over a WRITE is the receive CQE's own path
+  // (completion unit, 64-byte MWr) instead of the payload's last byte, far less than a round trip.
+  EXPECT_LT(prefetched.half_rtt, send.half_rtt - t.pcie_turnaround);
+  EXPECT_GE(prefetched.half_rtt, write.half_rtt);
+  EXPECT_LT(prefetched.half_rtt - write.half_rtt, t.pcie_turnaround);
+  // Expect: a SEND that finds its cached receive queue empty still reads the doorbell record
+  // first, then the WQE, both on its path: the longest round trips do not change.
+  EXPECT_EQ(prefetched.half_rtt_max, send.half_rtt_max);
+  // Expect: prefetch moves the reads in time only: the same TLPs on both hosts.
+  EXPECT_EQ(prefetched.requester.to_json(), send.requester.to_json());
+  EXPECT_EQ(prefetched.responder.to_json(), send.responder.to_json());
+}
+
 TEST(ModelPingPong, EveryTransportAnswersEverySupportedOperation) {
   const sim::MachineProfile p = load_profile("x86-gen3-cx4-edr");
   struct Case {
