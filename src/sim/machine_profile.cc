@@ -42,6 +42,7 @@ const std::array kKeys = {
     dkey<&M::cpu, &CpuParams::blueflame_line_ns>("cpu.blueflame_line_ns", 0, kMaxNs, "ns", "assumed"),
     dkey<&M::cpu, &CpuParams::poll_ns>("cpu.poll_ns", 0, kMaxNs, "ns", "assumed"),
     dkey<&M::cpu, &CpuParams::poll_cqe_ns>("cpu.poll_cqe_ns", 0, kMaxNs, "ns", "assumed"),
+    ukey<&M::cpu, &CpuParams::cores>("cpu.cores", 1, 255, "", "assumed"),
     ukey<&M::pcie, &PcieParams::generation>("pcie.generation", 1, 5, "", "P1"),
     ukey<&M::pcie, &PcieParams::lanes>("pcie.lanes", 1, 32, "", "P1"),
     ukey<&M::pcie, &PcieParams::mps_bytes>("pcie.mps_bytes", 128, 4096, "B", "P6, P7"),

@@ -21,6 +21,7 @@ struct CpuParams {
   double blueflame_line_ns = 20; // one 64-byte write-combined BlueFlame line, copy and flush [assumed]
   double poll_ns = 30;           // one ibv_poll_cq call that returns completions [assumed]
   double poll_cqe_ns = 10;       // each CQE it returns [assumed]
+  uint32_t cores = 32;           // cores that can post, one thread each (--threads at most) [assumed]
 };
 
 struct PcieParams {

@@ -39,6 +39,10 @@ class StreamGenerator final : public sim::ChainListener {
       throw std::invalid_argument("a UD message is one packet: at most ib.mtu_bytes (" +
                                   std::to_string(profile.ib.mtu_bytes) + ")");
     }
+    if (w.threads > profile.cpu.cores) {
+      throw std::invalid_argument("threads must be at most the profile's cpu.cores (" +
+                                  std::to_string(profile.cpu.cores) + "): each posting thread has a core");
+    }
     ensure_sim_runtime(profile);
     recorder_.set_rq_prefetch(profile.hca.rq_prefetch);
     stride_ = w.size_bytes;

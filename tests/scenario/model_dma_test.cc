@@ -208,5 +208,36 @@ TEST(ModelBusiest, ACoreIsCountedAloneNotTheThreadsSummed) {
   EXPECT_GT(ping.cpu[1].busy, Picoseconds(0));
 }
 
+TEST(ModelBusiest, MoreCoresTurnACpuBoundStreamIntoAPcieBoundOne) {
+  const sim::MachineProfile p = load_profile(kDefaultProfileName);
+  Workload w;
+  w.size_bytes = 64;
+  w.inline_data = true;
+  w.postlist = 4;
+  w.signal_period = 8;
+  w.qps = 16;
+  w.messages = 100000;
+  RunOptions replay;
+  replay.replay = true;
+  w.threads = 1;
+  const RunResult one = run_closed_loop(p, w, replay);
+  w.threads = 8;
+  const RunResult eight = run_closed_loop(p, w, replay);
+  // Expect: one posting core is saturated and sets the rate.
+  EXPECT_EQ(busiest(one).name, "cpu0@0");
+  EXPECT_GT(busiest(one).utilization, 0.99);
+  // Expect: with eight, the rate is the link's: the WQE reads' completions fill PCIe downstream,
+  // and no core is full.
+  EXPECT_EQ(busiest(eight).name, "pcie_down@0");
+  EXPECT_GT(busiest(eight).utilization, 0.99);
+  for (const CpuUse& c : eight.cpu) EXPECT_LT(c.busy, eight.elapsed);
+  EXPECT_GT(eight.message_rate, one.message_rate * 3);
+  // Expect: threads beyond the profile's cores are refused.
+  w.threads = 16;
+  sim::MachineProfile few = p;
+  apply_override(few, "cpu.cores=8");
+  EXPECT_THROW(run_closed_loop(few, w, replay), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace softhca::tools
