@@ -1,7 +1,8 @@
 // The timing model's workloads beyond the RC stream (issue 20): a ping-pong's half round trip is
 // the sum of its modeled steps, UC and UD streams make the packets and TLPs their wire rules say
-// (W1), the same workload prints the same JSON byte for byte, and a run's completion bookkeeping
-// stays bounded however long it runs.
+// (W1), the same workload prints the same JSON byte for byte, a run's completion bookkeeping
+// stays bounded however long it runs, receive WQE prefetch takes the WQE read off a SEND's path,
+// and 16k QPs run.
 #include <gtest/gtest.h>
 
 #include <string>
