@@ -63,5 +63,34 @@ void BM_ClosedLoopNoFeaturesReplay(benchmark::State& state) {
 }
 BENCHMARK(BM_ClosedLoopNoFeaturesReplay)->Arg(1000000)->Unit(benchmark::kMillisecond);
 
+// pcie-bench's BW_RD on the model (`--workload pcie-read`): 64-byte DMA reads, each through the
+// device's PCIe port and placed; items are transfers (latency run and bandwidth run together).
+void BM_DmaRead64(benchmark::State& state) {
+  const sim::MachineProfile profile = load_profile(kDefaultProfileName);
+  Workload w;
+  w.pattern = Pattern::kPcieRead;
+  w.size_bytes = 64;
+  w.messages = static_cast<uint64_t>(state.range(0));
+  uint64_t transfers = 0;
+  for (auto _ : state) {
+    const RunResult r = run_dma(profile, w);
+    transfers += 2 * r.messages;
+    benchmark::DoNotOptimize(r.dma_bandwidth_gbps);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(transfers));
+}
+BENCHMARK(BM_DmaRead64)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+// 16,384 QPs of depth 16, one 8-byte WRITE each: QP creation and the first post of every QP.
+void BM_ClosedLoop16kQps(benchmark::State& state) {
+  Workload w;
+  w.qps = 16384;
+  w.threads = 8;
+  w.queue_depth = 16;
+  w.messages = 16384;
+  run(state, w, true);
+}
+BENCHMARK(BM_ClosedLoop16kQps)->Iterations(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace softhca::tools

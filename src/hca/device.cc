@@ -18,10 +18,15 @@ namespace softhca::hca {
 using namespace hwif;
 
 namespace {
-// Heap of the private region: address space, used as touched. 1 GiB holds e.g. 28 QPs with the
-// largest send queue the default caps allow (2^15 basic blocks: 2 MiB of shadow ring and 32 MiB
-// of SendRecords each) or thousands of ordinary ones.
-constexpr uint64_t kPrivateHeapBytes = uint64_t{1} << 30;
+// Heap of a region a host's processes share (default_region_bytes): address space, used as
+// touched. 1 GiB holds e.g. 28 QPs with the largest send queue the default caps allow (2^15 basic
+// blocks: 2 MiB of shadow ring and 32 MiB of SendRecords each) or about 990 of depth 128 (a
+// legacy RC send queue of depth 128 is 512 basic blocks: 32 KiB of shadow ring, 1 MiB of records).
+constexpr uint64_t kSharedHeapBytes = uint64_t{1} << 30;
+// Heap of a process's own device (private_region_bytes; sim mode, the timing model): 64 GiB of
+// address space (MAP_NORESERVE, so not committed), room for about 63,000 QPs of depth 128; their
+// records use memory only as their WQEs touch them.
+constexpr uint64_t kPrivateHeapBytes = uint64_t{1} << 36;
 }  // namespace
 
 Device::Device(const DeviceConfig& config, DeviceRegion region, RegionInit init, pcie::TlpSink& tlp_sink,
@@ -29,7 +34,7 @@ Device::Device(const DeviceConfig& config, DeviceRegion region, RegionInit init,
     : Device(config, PrivateRegion{}, region, init, tlp_sink, port, clock, &bridge) {}
 
 Device::Device(const DeviceConfig& config, pcie::TlpSink& tlp_sink, PacketPort& port, EngineClock& clock)
-    : Device(config, PrivateRegion(default_region_bytes(config)), DeviceRegion{}, RegionInit::kFormat, tlp_sink,
+    : Device(config, PrivateRegion(private_region_bytes(config)), DeviceRegion{}, RegionInit::kFormat, tlp_sink,
              port, clock, nullptr) {}
 
 Device::Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion region, RegionInit init,
@@ -57,6 +62,10 @@ uint64_t Device::min_region_bytes(const DeviceConfig& config) {
 }
 
 uint64_t Device::default_region_bytes(const DeviceConfig& config) {
+  return region_layout_bytes(config) + kSharedHeapBytes;
+}
+
+uint64_t Device::private_region_bytes(const DeviceConfig& config) {
   return region_layout_bytes(config) + kPrivateHeapBytes;
 }
 

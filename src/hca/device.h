@@ -69,7 +69,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // std::invalid_argument for a region smaller than min_region_bytes(config) or not formatted.
   Device(const DeviceConfig& config, DeviceRegion region, RegionInit init, pcie::TlpSink& tlp_sink,
          PacketPort& port, EngineClock& clock, pcie::HostBridge& bridge);
-  // A device of one process: its state in a private region of default_region_bytes(config), DMA
+  // A device of one process: its state in a private region of private_region_bytes(config), DMA
   // addresses are pointers (pcie::IdentityBridge).
   Device(const DeviceConfig& config, pcie::TlpSink& tlp_sink, PacketPort& port, EngineClock& clock);
   Device(const Device&) = delete;
@@ -78,9 +78,13 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // The least a region must hold for `config`: header, slot arrays (16 bytes per entry of each
   // table, capacities = the caps) and kMinHeapBytes of heap for objects and per-QP arrays.
   [[nodiscard]] static uint64_t min_region_bytes(const DeviceConfig& config);
-  // The private region's size: slot arrays plus 1 GiB of heap (address space; pages are used as
-  // touched), room for the largest send queues the caps allow on a few hundred QPs.
+  // A shared region's size: slot arrays plus 1 GiB of heap (address space; pages are used as
+  // touched), room for the largest send queues the caps allow on a few dozen QPs, or ~990 QPs of
+  // depth 128.
   [[nodiscard]] static uint64_t default_region_bytes(const DeviceConfig& config);
+  // A private region's size (the device of one process: sim mode, the timing model): slot arrays
+  // plus 64 GiB of heap address space (not committed), room for ~63,000 QPs of depth 128.
+  [[nodiscard]] static uint64_t private_region_bytes(const DeviceConfig& config);
 
   // Objects created by commands from now on belong to `owner` (default 0): a process of the host.
   void set_owner(uint32_t owner) {

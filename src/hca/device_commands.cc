@@ -349,8 +349,10 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
     return ENOMEM;
   }
   std::memset(heap_.at<uint8_t>(qp->sq_shadow), 0, qp->sq_shadow_bytes());
-  SendRecord* records = heap_.at<SendRecord>(qp->records);
-  for (uint32_t i = 0; i < qp->sq_bbs(); ++i) new (&records[i]) SendRecord{};
+  // The SendRecords are not cleared (about 1 KiB per basic block, the most of a QP's footprint):
+  // only records in [req.complete, req.exec) are ever read, and each was set up when its WQE was
+  // prepared (SendPipeline::start_record and the WQE's parse). SendRecord is an aggregate, so the
+  // heap's bytes already hold records (an implicit-lifetime type), and untouched pages cost nothing.
   ++*pd_users;
   ++scq->users;
   ++rcq->users;
@@ -421,7 +423,8 @@ void Device::reset_qp(QueuePair& qp) {
   qp.rq_posted_cached = 0;
   qp.comm_est_raised = false;
   qp.sqd_notify = false;
-  for (uint32_t i = 0; i < qp.sq_bbs(); ++i) record(qp, static_cast<uint16_t>(i)) = SendRecord{};
+  // No record is in [req.complete, req.exec) any more: none is read before a WQE sets it up again
+  // (cmd_create_qp), so the records are left as they are.
 }
 
 int Device::cmd_modify_qp(const ModifyQpIn& in, NoOut&) {

@@ -21,6 +21,7 @@ struct CpuParams {
   double blueflame_line_ns = 20; // one 64-byte write-combined BlueFlame line, copy and flush [assumed]
   double poll_ns = 30;           // one ibv_poll_cq call that returns completions [assumed]
   double poll_cqe_ns = 10;       // each CQE it returns [assumed]
+  uint32_t cores = 32;           // cores that can post, one thread each (--threads at most) [assumed]
 };
 
 struct PcieParams {
@@ -51,6 +52,10 @@ struct HcaParams {
   double cqe_ns = 5;                   // building one CQE [assumed]
   uint32_t max_outstanding_reads = 64; // DMA read tags in flight [assumed]
   uint32_t qp_wqes_in_flight = 4;      // WQEs of one QP between parse and transmit [assumed]
+  // The HCA has read a receive WQE it knows of before the SEND that consumes it arrives: the read
+  // is off the SEND's critical path (a doorbell-record read, when the RQ looked empty, stays on
+  // it) [assumed; off in the built-in profiles].
+  bool rq_prefetch = false;
 };
 
 struct IbParams {

@@ -64,6 +64,12 @@ std::string blueflame_text(driver::BlueFlameMode m) {
 // The workload in words, leaving out the parameters named in `skip` (swept ones).
 std::string workload_text(const Workload& w, const std::vector<std::string_view>& skip = {}) {
   auto shown = [&skip](std::string_view name) { return std::find(skip.begin(), skip.end(), name) == skip.end(); };
+  if (is_dma(w.pattern)) {  // no QP, no CPU: only the transfers' size and count apply
+    std::string out(to_string(w.pattern));
+    if (shown("size")) out += " " + std::to_string(w.size_bytes) + " B";
+    if (shown("messages")) out += " x " + std::to_string(w.messages);
+    return out;
+  }
   std::string out = std::string(to_string(w.pattern)) + " " + std::string(to_string(w.transport)) + " " +
                     std::string(to_string(w.op));
   if (shown("size")) out += " " + std::to_string(w.size_bytes) + " B";
@@ -90,6 +96,8 @@ struct Row {
   std::string busiest;
   std::string util;
   std::string half_rtt;
+  std::string dma_latency;
+  std::string dma_gbps;
 };
 
 Row row_of(const ModelPoint& p) {
@@ -106,7 +114,9 @@ Row row_of(const ModelPoint& p) {
              fixed(per_msg(t.wire_up_bytes, n), 1),
              b.name,
              fixed(b.utilization * 100, 1),
-             fixed(ns(p.run.half_rtt), 1)};
+             fixed(ns(p.run.half_rtt), 1),
+             fixed(ns(p.run.dma_latency), 1),
+             fixed(p.run.dma_bandwidth_gbps, 2)};
 }
 
 }  // namespace
@@ -135,11 +145,15 @@ std::string format_model_table(const ModelReport& r) {
   // A ping-pong's half round trip, when the workload (or a sweep of it) has one.
   bool pingpong = r.workload->pattern == Pattern::kPingPong;
   for (const ModelPoint& p : r.points) pingpong = pingpong || p.run.workload.pattern == Pattern::kPingPong;
+  // DMA latency and bandwidth, when the workload (or a sweep of it) is pcie-read or pcie-write.
+  bool dma = is_dma(r.workload->pattern);
+  for (const ModelPoint& p : r.points) dma = dma || is_dma(p.run.workload.pattern);
   std::string header = " ";
   if (r.series != nullptr) header += pad(series_title, sw + 2, true);
   if (r.sweep != nullptr) header += pad(x_title, xw, false);
   for (const Col& c : cols) header += pad(c.title, c.width);
   if (pingpong) header += pad("half RTT ns", 13);
+  if (dma) header += pad("DMA lat ns", 12) + pad("DMA Gb/s", 10);
   header += "   " + pad("busiest", bw, true) + pad("busy %", 7);
   std::string rule(header.size(), '-');
   rule[0] = ' ';
@@ -151,6 +165,7 @@ std::string format_model_table(const ModelReport& r) {
     const std::string cells[] = {row.rate, row.gbps, row.latency, row.doorbells, row.down, row.up};
     for (size_t i = 0; i < std::size(cols); ++i) line += pad(cells[i], cols[i].width);
     if (pingpong) line += pad(row.half_rtt, 13);
+    if (dma) line += pad(row.dma_latency, 12) + pad(row.dma_gbps, 10);
     line += "   " + pad(row.busiest, bw, true) + pad(row.util, 7);
     out += line + "\n";
   }
@@ -162,19 +177,35 @@ std::string format_model_table(const ModelReport& r) {
     out += " half RTT ns: ping-pong, half of the median round trip from one of host 0's posts to its next\n"
            " (perftest's t_typical); Mmsg/s there counts round trips.\n";
   }
+  if (dma) {
+    out += " DMA lat ns: pcie-read/pcie-write, one transfer at a time, from its first TLP to its last byte (read:\n"
+           " at the device; write: in memory), the median. DMA Gb/s: as many transfers in flight as the device's\n"
+           " read tags (posted credits) allow, steady state; Mmsg/s there counts transfers (pcie-bench's\n"
+           " LAT_RD, BW_RD, BW_WR).\n";
+  }
   if (r.points.size() == 1) {
     const ModelPoint& p = r.points[0];
-    out += "\n Latency of one post along the seed's steps (ns):";
-    for (const PhaseName& ph : kPhases) {
-      out += " " + std::string(ph.key) + " " + fixed(ns(p.latency.phase[static_cast<size_t>(ph.phase)]), 1) + ",";
+    if (!is_dma(p.run.workload.pattern)) {
+      out += "\n Latency of one post along the seed's steps (ns):";
+      for (const PhaseName& ph : kPhases) {
+        out += " " + std::string(ph.key) + " " + fixed(ns(p.latency.phase[static_cast<size_t>(ph.phase)]), 1) + ",";
+      }
+      out += " total " + fixed(ns(p.latency.total), 1) + "\n";
+    } else {
+      out += "\n";
     }
-    out += " total " + fixed(ns(p.latency.total), 1) + "\n";
-    out += " Busy share of the run (" + fixed(ns(p.run.elapsed) / 1000.0, 2) + " us): cpu " +
-           fixed(100.0 * static_cast<double>(p.run.cpu_busy.count()) / static_cast<double>(p.run.elapsed.count()), 1) + "%";
+    const double elapsed = static_cast<double>(p.run.elapsed.count());
+    auto share = [elapsed](Picoseconds busy) { return fixed(100.0 * static_cast<double>(busy.count()) / elapsed, 1) + "%"; };
+    out += " Busy share of the run (" + fixed(ns(p.run.elapsed) / 1000.0, 2) + " us), per core and unit:";
+    std::string sep = " ";
+    for (const CpuUse& c : p.run.cpu) {
+      out += sep + cpu_name(c) + " " + share(c.busy);
+      sep = ", ";
+    }
     for (const sim::ResourceUse& u : p.run.resources) {
       if (u.name == "cpu" || u.busy.count() == 0) continue;
-      out += ", " + std::string(u.name) + "@" + std::to_string(u.host) + " " +
-             fixed(100.0 * static_cast<double>(u.busy.count()) / static_cast<double>(p.run.elapsed.count()), 1) + "%";
+      out += sep + std::string(u.name) + "@" + std::to_string(u.host) + " " + share(u.busy);
+      sep = ", ";
     }
     out += "\n";
   }
@@ -225,6 +256,15 @@ std::string format_model_json(const ModelReport& r) {
                            {"operations", u.operations},
                            {"bytes", u.bytes}});
     }
+    nlohmann::json cores = nlohmann::json::array();
+    for (const CpuUse& c : p.run.cpu) {
+      cores.push_back({{"host", c.host},
+                       {"thread", c.thread},
+                       {"busy_ns", ns(c.busy)},
+                       {"utilization", p.run.elapsed.count() > 0 ? static_cast<double>(c.busy.count()) /
+                                                                       static_cast<double>(p.run.elapsed.count())
+                                                                 : 0.0}});
+    }
     const Bottleneck b = busiest(p.run);
     points.push_back({{"series", p.series},
                       {"x", p.x},
@@ -243,6 +283,7 @@ std::string format_model_json(const ModelReport& r) {
                         {"pcie_down_bytes", per_msg(t.wire_down_bytes, n)},
                         {"pcie_up_bytes", per_msg(t.wire_up_bytes, n)}}},
                       {"cpu_busy_ns", ns(p.run.cpu_busy)},
+                      {"cpu", cores},
                       {"resources", resources},
                       {"busiest", {{"name", b.name}, {"utilization", b.utilization}}},
                       {"scheduler_events", p.run.scheduler_events},
@@ -251,6 +292,12 @@ std::string format_model_json(const ModelReport& r) {
       points.back()["half_rtt_ns"] = ns(p.run.half_rtt);
       points.back()["half_rtt_min_ns"] = ns(p.run.half_rtt_min);
       points.back()["half_rtt_max_ns"] = ns(p.run.half_rtt_max);
+    }
+    if (is_dma(p.run.workload.pattern)) {
+      points.back()["dma_latency_ns"] = ns(p.run.dma_latency);
+      points.back()["dma_latency_min_ns"] = ns(p.run.dma_latency_min);
+      points.back()["dma_latency_max_ns"] = ns(p.run.dma_latency_max);
+      points.back()["dma_bandwidth_gbps"] = p.run.dma_bandwidth_gbps;
     }
   }
   nlohmann::json j = {
@@ -335,6 +382,10 @@ struct ModelOptions {
 
 // The one-post latency run of workload `w` (the base workload of a sweep) as a trace in model time.
 bool write_trace(const sim::MachineProfile& profile, const Workload& w, const std::string& path) {
+  if (is_dma(w.pattern)) {
+    std::fprintf(stderr, "softhca model: --trace draws a post's chain: stream and pingpong only\n");
+    return false;
+  }
   LatencyTrace trace;
   try {
     measure_latency(profile, w, trace);
@@ -436,15 +487,18 @@ void add_model_command(CLI::App& app) {
       "  softhca model --postlist 32 --inline --signal-period 16\n"
       "  softhca model --workload pingpong --op send --profile x86-gen3-cx4-edr\n"
       "  softhca model --transport ud --op send --size 64\n"
+      "  softhca model --workload pcie-read --sweep size=64:2048:x2 --profile x86-gen3-cx4-edr\n"
       "  softhca model --sweep postlist=1:64:x2 --series inline=off,on --svg rate.svg\n"
       "  softhca model --profile x86-gen3-cx4-edr --set pcie.rtt_ns=250 --format json\n"
       "docs/timing-model.md describes the model and every parameter.");
   m->add_option("--profile", o->profile, "Machine profile: a built-in name or a TOML file")->capture_default_str();
   m->add_option("--set", o->overrides, "Override one profile value, KEY=VALUE (repeatable)");
   m->add_option("--workload", o->pattern,
-                "stream (host 0 posts closed-loop) or pingpong (both hosts post and poll, perftest's _lat: "
-                "reports half the round trip)")
-      ->check(CLI::IsMember({"stream", "pingpong"}))
+                "stream (host 0 posts closed-loop), pingpong (both hosts post and poll, perftest's _lat: "
+                "reports half the round trip), pcie-read or pcie-write (host 0's device DMA-reads or writes "
+                "--size bytes of host memory: latency one at a time, bandwidth with as many in flight as it "
+                "allows, pcie-bench's LAT_RD, BW_RD, BW_WR)")
+      ->check(CLI::IsMember({"stream", "pingpong", "pcie-read", "pcie-write"}))
       ->capture_default_str();
   m->add_option("--transport", o->transport, "QP transport: rc, uc (write, send) or ud (send, with a GRH)")
       ->check(CLI::IsMember({"rc", "uc", "ud"}))

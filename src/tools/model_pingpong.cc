@@ -34,12 +34,13 @@ class PingPong final : public sim::ChainListener {
         params_(sim::derive_timing(profile)),
         model_(scheduler_, params_, kModelHosts),
         recorder_({model_.tag_pool(0), model_.tag_pool(1)}) {
-    if (auto err = validate(w)) throw std::invalid_argument(*err);
+    if (auto err = validate(as_pattern(w, Pattern::kPingPong))) throw std::invalid_argument(*err);
     if (w.transport == Transport::kUd && w.size_bytes > profile.ib.mtu_bytes) {
       throw std::invalid_argument("a UD message is one packet: at most ib.mtu_bytes (" +
                                   std::to_string(profile.ib.mtu_bytes) + ")");
     }
     ensure_sim_runtime(profile);
+    recorder_.set_rq_prefetch(profile.hca.rq_prefetch);
     recv_bytes_ = w.size_bytes + (w.transport == Transport::kUd ? kUdGrhBytes : 0);
     const unsigned int remote = remote_access_of(w.op);
     const ibv_mtu mtu = mtu_enum(profile.ib.mtu_bytes);
@@ -88,6 +89,7 @@ class PingPong final : public sim::ChainListener {
     r.message_rate = seconds > 0 ? static_cast<double>(r.messages) / seconds : 0;
     r.goodput_gbps = r.message_rate * w_.size_bytes * 8 / 1e9;
     r.cpu_busy = hosts_[0].cpu_busy;
+    for (uint32_t h = 0; h < hosts_.size(); ++h) r.cpu.push_back(CpuUse{h, 0, hosts_[h].cpu_busy});
     r.resources = model_.resource_use();
     r.scheduler_events = scheduler_.events_run();
     r.steps = model_.steps_placed();

@@ -256,7 +256,7 @@ void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
       return;
     }
     case TlpCause::kPayloadWrite: {
-      rx.tail = add_tlp(d, tlp, rx_phase, cause_step);
+      rx.tail = add_tlp(d, tlp, rx_phase, cause_step, rx.prefetched);
       if (!requester) peer_write_last_ = rx.tail;
       return;
     }
@@ -267,6 +267,13 @@ void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
       }
       [[fallthrough]];
     default: {
+      if (tlp.cause == TlpCause::kDbRecRead) rx.dbrec_read = true;
+      if (rq_prefetch_ && tlp.cause == TlpCause::kRecvWqeRead && !rx.dbrec_read) {
+        // Prefetched: read while the request was on its way (it waits for the post only).
+        on_read_tlp(d, dev, tlp, root_, rx_phase);
+        if (tlp.type == TlpType::kCplD) rx.prefetched = dev.read.last_cpld;
+        return;
+      }
       // Reads the receive side needs before it can go on (receive WQE, doorbell record, READ
       // response data, the atomic's old value): what follows waits for their completions.
       on_read_tlp(d, dev, tlp, cause_step, rx_phase);

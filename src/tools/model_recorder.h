@@ -7,7 +7,8 @@
 //   payload MRd <- its WQE; request packet <- its payload's last CplD (or its WQE);
 //   packet received <- the same packet sent (per destination, in order); a responder's DMA and
 //   replies <- the packet that caused them; a CQE <- the completion unit <- the ACK or response
-//   (UC and UD, which have none: <- the request's last packet, once transmitted).
+//   (UC and UD, which have none: <- the request's last packet, once transmitted); with receive
+//   WQE prefetch, a receive WQE read <- the post, and the payload <- it and the packet.
 // Device i is host i. Lives in tools because it needs pcie, fabric and runtime types; the steps it
 // makes are sim's plain types.
 #pragma once
@@ -47,6 +48,10 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   // Finishes the chain. Returns the number of requester CQEs it carries (tagged steps).
   uint32_t end();
   [[nodiscard]] bool recording() const { return out_ != nullptr; }
+  // Receive WQE prefetch (the profile's hca.rq_prefetch): a receive WQE read the HCA did not need
+  // a doorbell record for waits for the post that started the chain, not for the SEND's packet,
+  // and the payload it places waits for both.
+  void set_rq_prefetch(bool on) { rq_prefetch_ = on; }
   // After end(): whether PostInfo::arrival_tag found its step.
   [[nodiscard]] bool arrival_tagged() const { return arrival_tagged_; }
 
@@ -78,6 +83,8 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
     bool response = false;               // the packet was an ACK or response (requester side)
     uint32_t cursor = sim::kNoStep;      // what the next DMA waits for
     uint32_t tail = sim::kNoStep;        // the latest step issued
+    bool dbrec_read = false;             // the packet made the device read a doorbell record
+    uint32_t prefetched = sim::kNoStep;  // a prefetched receive WQE's last completion
   };
   // A DMA read in progress on one device (consecutive MRds of one transfer, each with CplDs).
   struct ReadState {
@@ -121,6 +128,7 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   uint64_t events_ = 0;
   uint32_t doorbells_ = 0;
   uint32_t blueflame_lines_ = 0;
+  bool rq_prefetch_ = false;
 };
 
 }  // namespace softhca::tools

@@ -34,12 +34,17 @@ class StreamGenerator final : public sim::ChainListener {
         params_(sim::derive_timing(profile)),
         model_(scheduler_, params_, kModelHosts),
         recorder_({model_.tag_pool(kRequesterHost), model_.tag_pool(kResponderHost)}) {
-    if (auto err = validate(w)) throw std::invalid_argument(*err);
+    if (auto err = validate(as_pattern(w, Pattern::kStream))) throw std::invalid_argument(*err);
     if (w.transport == Transport::kUd && w.size_bytes > profile.ib.mtu_bytes) {
       throw std::invalid_argument("a UD message is one packet: at most ib.mtu_bytes (" +
                                   std::to_string(profile.ib.mtu_bytes) + ")");
     }
+    if (w.threads > profile.cpu.cores) {
+      throw std::invalid_argument("threads must be at most the profile's cpu.cores (" +
+                                  std::to_string(profile.cpu.cores) + "): each posting thread has a core");
+    }
     ensure_sim_runtime(profile);
+    recorder_.set_rq_prefetch(profile.hca.rq_prefetch);
     stride_ = w.size_bytes;
     recv_stride_ = w.size_bytes + (w.transport == Transport::kUd ? kUdGrhBytes : 0);
     slot_named(kRequester).set_blueflame_mode(static_cast<uint8_t>(w.blueflame));
@@ -54,6 +59,7 @@ class StreamGenerator final : public sim::ChainListener {
     rc.buffer_bytes = static_cast<size_t>(w.qps) * w.queue_depth * stride_;
     rc.access = IBV_ACCESS_LOCAL_WRITE;
     HostSideConfig pc = rc;
+    pc.send_depth = 1;  // the responder never posts: its send queues are as small as they come
     pc.recv_depth = w.queue_depth;
     pc.max_inline = 0;
     pc.buffer_bytes = static_cast<size_t>(w.qps) * w.queue_depth * recv_stride_;
@@ -103,6 +109,7 @@ class StreamGenerator final : public sim::ChainListener {
     r.message_rate = seconds > 0 ? static_cast<double>(r.messages) / seconds : 0;
     r.goodput_gbps = r.message_rate * w_.size_bytes * 8 / 1e9;
     r.cpu_busy = cpu_busy_;
+    for (uint32_t t = 0; t < threads_.size(); ++t) r.cpu.push_back(CpuUse{kRequesterHost, t, threads_[t].cpu_busy});
     r.resources = model_.resource_use();
     r.scheduler_events = scheduler_.events_run();
     r.steps = model_.steps_placed();
@@ -169,6 +176,7 @@ class StreamGenerator final : public sim::ChainListener {
     bool waiting = false;    // idle until a completion arrives
     Picoseconds wake_at = Picoseconds::max();
     Picoseconds done_at{0};
+    Picoseconds cpu_busy{0};  // its posts and polls
   };
   struct TagInfo {
     uint32_t qp;
@@ -216,6 +224,7 @@ class StreamGenerator final : public sim::ChainListener {
     }
     if (poll_cost > Picoseconds(0)) {
       cpu_busy_ += poll_cost;
+      th.cpu_busy += poll_cost;
       schedule_act(t, scheduler_.now() + poll_cost);
       return;
     }
@@ -266,6 +275,7 @@ class StreamGenerator final : public sim::ChainListener {
     add_counts(replayed_requester_, c.requester);
     add_counts(replayed_responder_, c.responder);
     cpu_busy_ += c.cost;
+    threads_[q.thread].cpu_busy += c.cost;
     model_.submit(c.chain, scheduler_.now(), this, tag_base);
     q.posted += w_.postlist;
     ++replayed_posts_;
@@ -286,14 +296,15 @@ class StreamGenerator final : public sim::ChainListener {
     // offset, payload slot and signaled pattern all repeat), so a post in a later whole period
     // makes the chain the same post of the first period made. The tail after the last whole
     // period runs on the device again, which is then exactly where a full run would have it.
-    if (replay_ && n == w_.postlist && !latency_mode_) {
+    // A QP whose target is less than two periods never replays: it keeps no cache (with thousands
+    // of QPs of a few messages each, the cache would be most of the run's memory).
+    if (replay_ && n == w_.postlist && !latency_mode_ && q.target >= 2 * period_) {
       const uint64_t period = q.posted / period_;
       const size_t slot = static_cast<size_t>((q.posted % period_) / w_.postlist);
       if (q.cache.empty()) q.cache.resize(static_cast<size_t>(period_ / w_.postlist));
       if (period >= 1 && (period + 1) * period_ <= q.target && q.cache[slot].valid) return replay(q, qi, q.cache[slot]);
     }
-    const bool record = replay_ && n == w_.postlist && !latency_mode_ && q.posted < period_ &&
-                        period_ <= q.target && !q.cache.empty();
+    const bool record = replay_ && n == w_.postlist && !latency_mode_ && q.posted < period_ && !q.cache.empty();
     pcie::CounterSnapshot req0;
     pcie::CounterSnapshot resp0;
     if (record) {
@@ -341,6 +352,7 @@ class StreamGenerator final : public sim::ChainListener {
     const Picoseconds cost = post_cpu_cost(params_, w_, recorder_, n);
     chain_.at(0).cost = cost;
     cpu_busy_ += cost;
+    th.cpu_busy += cost;
     if (latency_mode_) {
       latency_chain_ = chain_.steps();
       for (uint32_t s = 0; s < latency_chain_.size(); ++s) {

@@ -137,7 +137,7 @@ void apply_parameter(sim::MachineProfile& p, Workload& w, std::string_view name,
     w.transport = *t;
   } else if (name == "workload") {
     const auto pat = pattern_from_string(value);
-    if (!pat) throw std::invalid_argument("workload is stream or pingpong, not " + std::string(value));
+    if (!pat) throw std::invalid_argument("workload is stream, pingpong, pcie-read or pcie-write, not " + std::string(value));
     w.pattern = *pat;
   } else {
     if (auto err = sim::set_profile_what_if(p, name, value)) throw std::invalid_argument(*err);
@@ -166,7 +166,7 @@ std::vector<ModelPoint> run_model(const sim::MachineProfile& profile, const Work
       pt.series = sv;
       pt.x = xv;
       pt.run = run_workload(p, w, options);
-      pt.latency = measure_latency(p, w);
+      if (!is_dma(w.pattern)) pt.latency = measure_latency(p, w);  // a DMA run has no post
       points.push_back(std::move(pt));
       if (progress) progress(points.size(), total);
     }
@@ -178,17 +178,22 @@ Bottleneck busiest(const RunResult& r) {
   Bottleneck b;
   const double elapsed = static_cast<double>(r.elapsed.count());
   if (elapsed <= 0) return b;
-  b.name = "cpu";
-  b.utilization = static_cast<double>(r.cpu_busy.count()) / elapsed;
-  for (const sim::ResourceUse& u : r.resources) {
-    if (u.name == "cpu") continue;  // the generator's own account (posts and polls) is above
-    const double util = static_cast<double>(u.busy.count()) / elapsed;
-    if (util > b.utilization) {
+  auto consider = [&b, elapsed](Picoseconds busy, const std::string& name) {
+    const double util = static_cast<double>(busy.count()) / elapsed;
+    if (b.name.empty() || util > b.utilization) {
       b.utilization = util;
-      b.name = std::string(u.name) + "@" + std::to_string(u.host);
+      b.name = name;
     }
+  };
+  // Each CPU thread is a core of its own: a core, not the sum over them, can be saturated.
+  for (const CpuUse& c : r.cpu) consider(c.busy, cpu_name(c));
+  for (const sim::ResourceUse& u : r.resources) {
+    if (u.name == "cpu") continue;  // the post steps only; the generator's account (r.cpu) has the polls too
+    consider(u.busy, std::string(u.name) + "@" + std::to_string(u.host));
   }
   return b;
 }
+
+std::string cpu_name(const CpuUse& c) { return "cpu" + std::to_string(c.thread) + "@" + std::to_string(c.host); }
 
 }  // namespace softhca::tools

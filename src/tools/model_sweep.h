@@ -44,12 +44,15 @@ std::vector<ModelPoint> run_model(const sim::MachineProfile& profile, const Work
                                   const std::optional<SweepAxis>& sweep, const std::optional<SweepAxis>& series,
                                   const std::function<void(size_t, size_t)>& progress, const RunOptions& options = {});
 
-// Utilization of the busiest resource of a run: its name ("cpu", "pcie_up", "hca_wqe", ...) on
-// its host, and busy time / elapsed.
+// Utilization of the busiest resource of a run: its name on its host ("cpu2@0": thread 2's core
+// on host 0, "pcie_up@0", "hca_wqe@1", ...), and busy time / elapsed. A CPU core counts alone
+// (threads are not summed), as does each HCA unit, link direction and port.
 struct Bottleneck {
   std::string name;
   double utilization = 0;
 };
 Bottleneck busiest(const RunResult& r);
+// "cpu<thread>@<host>".
+std::string cpu_name(const CpuUse& c);
 
 }  // namespace softhca::tools

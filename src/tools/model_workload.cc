@@ -7,9 +7,10 @@ namespace softhca::tools {
 namespace {
 constexpr uint32_t kMaxQueueDepth = 1u << 14;   // the device's max_qp_wr (R1)
 constexpr uint32_t kMaxInlineBytes = 956;       // the device's max_inline_data (docs/device.md)
-constexpr uint32_t kMaxQps = 4096;
+constexpr uint32_t kMaxQps = 1u << 16;          // the device's max_qp (hca/device_config.cc)
 constexpr uint32_t kAtomicBytes = 8;
 constexpr uint32_t kMaxUdBytes = 4096;          // one packet of the port's MTU (W4)
+constexpr uint32_t kMaxDmaBytes = 1u << 20;     // a DMA transfer's chain stays small (assumed bound)
 }  // namespace
 
 std::string_view to_string(Operation op) {
@@ -34,6 +35,10 @@ std::optional<std::string> validate(const Workload& w) {
   if (w.messages == 0) return "the workload needs at least one message";
   if (w.size_bytes == 0) return "message size must be at least 1 byte";
   if (w.size_bytes > (1u << 30)) return "message size must be at most 1 GiB";
+  if (is_dma(w.pattern)) {
+    if (w.size_bytes > kMaxDmaBytes) return "a DMA transfer is at most " + std::to_string(kMaxDmaBytes) + " bytes";
+    return std::nullopt;  // no QP, no CPU: the other parameters do not apply
+  }
   if (w.transport == Transport::kUd && w.op != Operation::kSend) return "UD carries send only (use --op send)";
   if (w.transport == Transport::kUc && w.op != Operation::kSend && w.op != Operation::kWrite) {
     return "UC carries write and send only";
@@ -90,6 +95,8 @@ std::string_view to_string(Pattern p) {
   switch (p) {
     case Pattern::kStream: return "stream";
     case Pattern::kPingPong: return "pingpong";
+    case Pattern::kPcieRead: return "pcie-read";
+    case Pattern::kPcieWrite: return "pcie-write";
   }
   return "?";
 }
@@ -97,10 +104,13 @@ std::string_view to_string(Pattern p) {
 std::optional<Pattern> pattern_from_string(std::string_view s) {
   if (s == "stream") return Pattern::kStream;
   if (s == "pingpong") return Pattern::kPingPong;
+  if (s == "pcie-read") return Pattern::kPcieRead;
+  if (s == "pcie-write") return Pattern::kPcieWrite;
   return std::nullopt;
 }
 
 RunResult run_workload(const sim::MachineProfile& p, const Workload& w, const RunOptions& options) {
+  if (is_dma(w.pattern)) return run_dma(p, w);
   return w.pattern == Pattern::kPingPong ? run_pingpong(p, w) : run_closed_loop(p, w, options);
 }
 

@@ -1,6 +1,7 @@
 // The timing model's workloads and what they report: a stream (host 0 posts closed-loop) or a
 // ping-pong (both hosts post and poll, perftest's _lat) on RC, UC or UD, through the real verbs API
-// and device on a sim-mode runtime; virtual time in ps, deterministic bit for bit.
+// and device on a sim-mode runtime, or pcie-bench's DMA reads and writes through the device's PCIe
+// port alone; virtual time in ps, deterministic bit for bit.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -31,8 +32,12 @@ std::optional<Transport> transport_from_string(std::string_view s);
 // stream: softhca_0 posts closed-loop while its send queues have room, softhca_1's CPU does nothing
 // (receives re-posted untimed). pingpong: host 0 posts a message, host 1's CPU polls for it (SEND:
 // its receive CQE; WRITE: the last byte of its buffer) and posts the same message back, host 0
-// polls for that and posts again (perftest's ib_send_lat, ib_write_lat).
-enum class Pattern : uint8_t { kStream, kPingPong };
+// polls for that and posts again (perftest's ib_send_lat, ib_write_lat). pcie-read, pcie-write:
+// host 0's device reads (writes) size_bytes of host memory, `messages` times: one at a time for
+// the latency, as many at once as its read tags (posted credits) allow for the bandwidth
+// (pcie-bench's LAT_RD, BW_RD, BW_WR); no CPU, no QP, no fabric (transport and op do not apply).
+enum class Pattern : uint8_t { kStream, kPingPong, kPcieRead, kPcieWrite };
+[[nodiscard]] constexpr bool is_dma(Pattern p) { return p == Pattern::kPcieRead || p == Pattern::kPcieWrite; }
 std::string_view to_string(Pattern p);
 std::optional<Pattern> pattern_from_string(std::string_view s);
 
@@ -52,6 +57,11 @@ struct Workload {
 };
 // An error message when the workload cannot run (sizes, limits, a closed loop that would stall).
 std::optional<std::string> validate(const Workload& w);
+// The same workload with another pattern (a run checks the rules of the pattern it runs).
+[[nodiscard]] inline Workload as_pattern(Workload w, Pattern p) {
+  w.pattern = p;
+  return w;
+}
 
 // The seed's steps 0-5 of one post on an idle machine: where its time goes.
 struct LatencyBreakdown {
@@ -66,6 +76,13 @@ struct LatencyTrace {
   std::vector<sim::StepTimes> times;
 };
 
+// One CPU core's busy time over a run: a posting thread's posts and polls (each thread has a core).
+struct CpuUse {
+  uint32_t host = 0;
+  uint32_t thread = 0;
+  Picoseconds busy{0};
+};
+
 struct RunResult {
   Workload workload;
   uint64_t messages = 0;
@@ -75,6 +92,7 @@ struct RunResult {
   pcie::CounterSnapshot requester;  // softhca_0's PCIe counters over the run
   pcie::CounterSnapshot responder;  // softhca_1's
   Picoseconds cpu_busy{0};          // host 0's CPU threads, summed
+  std::vector<CpuUse> cpu;          // per thread (= core) of every host whose CPU is modelled
   std::vector<sim::ResourceUse> resources;
   uint64_t scheduler_events = 0;
   uint64_t steps = 0;
@@ -86,6 +104,13 @@ struct RunResult {
   Picoseconds half_rtt{0};
   Picoseconds half_rtt_min{0};
   Picoseconds half_rtt_max{0};
+  // pcie-read, pcie-write: one transfer from its first TLP's issue to its last byte (read: the
+  // last completion at the device; write: in memory), the median over the transfers, the least and
+  // the most; and the steady-state bandwidth with as many in flight as the device allows.
+  Picoseconds dma_latency{0};
+  Picoseconds dma_latency_min{0};
+  Picoseconds dma_latency_max{0};
+  double dma_bandwidth_gbps = 0;
 };
 
 struct RunOptions {
@@ -102,6 +127,9 @@ struct RunOptions {
 RunResult run_closed_loop(const sim::MachineProfile& p, const Workload& w, const RunOptions& options = {});
 // Runs w.messages round trips of a ping-pong (model_pingpong.h); throws as run_closed_loop().
 RunResult run_pingpong(const sim::MachineProfile& p, const Workload& w);
+// Runs pcie-read or pcie-write (model_dma.cc): its latency run, then its bandwidth run (whose
+// counts, resources and rate the result holds). Throws std::invalid_argument for a bad workload.
+RunResult run_dma(const sim::MachineProfile& p, const Workload& w);
 // The run w.pattern names.
 RunResult run_workload(const sim::MachineProfile& p, const Workload& w, const RunOptions& options = {});
 

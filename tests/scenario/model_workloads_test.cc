@@ -1,7 +1,8 @@
 // The timing model's workloads beyond the RC stream (issue 20): a ping-pong's half round trip is
 // the sum of its modeled steps, UC and UD streams make the packets and TLPs their wire rules say
-// (W1), the same workload prints the same JSON byte for byte, and a run's completion bookkeeping
-// stays bounded however long it runs.
+// (W1), the same workload prints the same JSON byte for byte, a run's completion bookkeeping
+// stays bounded however long it runs, receive WQE prefetch takes the WQE read off a SEND's path,
+// and 16k QPs run.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -92,6 +93,27 @@ TEST(ModelPingPong, ASendHalfRoundTripAddsTheReceiveWqeReadToTheWrite) {
   // The round trips whose SEND reads the doorbell record too are the longest.
   EXPECT_GT(send.half_rtt_max, send.half_rtt);
   EXPECT_EQ(send.half_rtt_min, send.half_rtt);
+}
+
+TEST(ModelPingPong, WithReceiveWqePrefetchASendCostsAboutWhatAWriteDoes) {
+  sim::MachineProfile p = load_profile("x86-gen3-cx4-edr");
+  const RunResult write = run_pingpong(p, pingpong(Operation::kWrite, 32));
+  const RunResult send = run_pingpong(p, pingpong(Operation::kSend, 32));
+  apply_override(p, "hca.rq_prefetch=true");
+  const RunResult prefetched = run_pingpong(p, pingpong(Operation::kSend, 32));
+  const sim::TimingParams t = sim::derive_timing(p);
+  // Expect: the receive WQE was read while the SEND was on its way, so the median round trip
+  // loses the read's PCIe round trip; what is left over a WRITE is the receive CQE's own path
+  // (completion unit, 64-byte MWr) instead of the payload's last byte, far less than a round trip.
+  EXPECT_LT(prefetched.half_rtt, send.half_rtt - t.pcie_turnaround);
+  EXPECT_GE(prefetched.half_rtt, write.half_rtt);
+  EXPECT_LT(prefetched.half_rtt - write.half_rtt, t.pcie_turnaround);
+  // Expect: a SEND that finds its cached receive queue empty still reads the doorbell record
+  // first, then the WQE, both on its path: the longest round trips do not change.
+  EXPECT_EQ(prefetched.half_rtt_max, send.half_rtt_max);
+  // Expect: prefetch moves the reads in time only: the same TLPs on both hosts.
+  EXPECT_EQ(prefetched.requester.to_json(), send.requester.to_json());
+  EXPECT_EQ(prefetched.responder.to_json(), send.responder.to_json());
 }
 
 TEST(ModelPingPong, EveryTransportAnswersEverySupportedOperation) {
@@ -239,6 +261,47 @@ TEST(ModelBookkeeping, ATagWindowDropsWhatItHasHeardInAnyOrder) {
   EXPECT_EQ(wrap.hear(tag - 2), 0u);
   EXPECT_EQ(wrap.hear(tag), 2u);
   EXPECT_EQ(wrap.hear(tag - 1), 1u);
+}
+
+}  // namespace
+}  // namespace softhca::tools
+
+namespace softhca::tools {
+namespace {
+
+// The device's own region (hca::Device::private_region_bytes) holds as many QPs as its caps allow:
+// its SendRecords use memory only as WQEs touch them, and its heap is address space (issue 20:
+// 1,000 QPs of depth 128 failed with ENOMEM in a 1 GiB heap).
+void expect_every_message_delivered(const Workload& w) {
+  const RunResult r = run_closed_loop(load_profile(kDefaultProfileName), w);
+  // Expect: every QP's messages went out and were written, and each signaled WR's CQE came back.
+  EXPECT_EQ(r.messages, w.messages);
+  EXPECT_EQ(r.responder.tlps(pcie::TlpType::kMWr, pcie::TlpCause::kPayloadWrite), w.messages);
+  EXPECT_EQ(r.requester.tlps(pcie::TlpType::kMWr, pcie::TlpCause::kCqeWrite), w.messages);
+  EXPECT_EQ(r.requester.tlps(pcie::TlpType::kMWr, pcie::TlpCause::kDoorbell), w.messages);
+}
+
+TEST(ModelScale, TwoThousandQpsOfDepth128DeliverEveryMessage) {
+  Workload w;
+  w.qps = 2000;
+  w.threads = 4;
+  w.queue_depth = 128;
+  w.messages = 4000;
+  expect_every_message_delivered(w);
+}
+
+TEST(ModelScale, SixteenThousandQpsDeliverEveryMessage) {
+  Workload w;
+  w.qps = 16384;
+  w.threads = 8;
+  w.queue_depth = 16;
+  w.messages = 16384;
+  expect_every_message_delivered(w);
+  // Expect: the device's max_qp (65,536) bounds the workload, not a table of the model's own.
+  w.qps = 65536;
+  EXPECT_FALSE(validate(w).has_value());
+  w.qps = 65537;
+  EXPECT_TRUE(validate(w).has_value());
 }
 
 }  // namespace
