@@ -4,6 +4,7 @@
 #include "runtime/pinned_pages.h"
 
 #include <pthread.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "runtime/coherent_pool.h"
 #include "runtime/page_conversion.h"
 #include "runtime/proc_maps.h"
 
@@ -30,8 +32,8 @@ struct Memfd {
   int fd = -1;
   uint64_t inode = 0;
   uint64_t size = 0;
-  uint32_t uses = 0;         // window pieces mapping it, plus one while it is a coherent buffer
-  uint64_t coherent_va = 0;  // the coherent buffer's address; 0 for pinned pages
+  uint32_t uses = 0;         // window pieces mapping it, plus one while it is a coherent chunk
+  uint64_t coherent_va = 0;  // the coherent chunk's address; 0 for pinned pages
 };
 
 struct WindowRecord {
@@ -45,9 +47,12 @@ struct PieceRecord {
   WindowPiece piece;
 };
 
+size_t page_size() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
+
 // Every member is guarded by mu.
 struct State {
   std::mutex mu;
+  CoherentPool pool{page_size()};
   std::vector<Memfd> memfds;
   std::vector<WindowRecord> windows;
   std::vector<PieceRecord> pieces;
@@ -125,6 +130,7 @@ void fork_child() {
   s.memfds.clear();
   s.windows.clear();
   s.pieces.clear();
+  s.pool.reset();  // frees: glibc's fork has made malloc usable again before child handlers run
   g_fork_generation.fetch_add(1, std::memory_order_relaxed);
   s.mu.unlock();
 }
@@ -388,44 +394,78 @@ bool PinnedPages::unpin(const void* device) {
   return true;
 }
 
-uint8_t* PinnedPages::alloc_coherent(size_t bytes, WindowPiece* piece) {
-  const size_t page = page_bytes();
-  if (bytes > SIZE_MAX - page) {
+uint8_t* PinnedPages::alloc_coherent(size_t bytes, size_t* size, CoherentChunk* chunk) {
+  *chunk = CoherentChunk{};
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const uint64_t rounded = s.pool.rounded(bytes);
+  if (rounded == 0) {
     errno = ENOMEM;
     return nullptr;
   }
-  const size_t rounded = std::max(page, (bytes + page - 1) / page * page);
-  State& s = state();
-  std::lock_guard lock(s.mu);
-  Memfd mf;
-  if (!make_memfd("softhca-coherent", rounded, &mf)) return nullptr;
-  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, mf.fd, 0);
-  if (p == MAP_FAILED) {
-    const int e = errno;
-    ::close(mf.fd);
-    errno = e;
-    return nullptr;
+  CoherentPool::Place place = s.pool.allocate(bytes);
+  if (place.chunk == 0) {
+    const uint64_t chunk_bytes = s.pool.new_chunk_bytes(bytes);
+    Memfd mf;
+    if (!make_memfd("softhca-coherent", chunk_bytes, &mf)) return nullptr;
+    void* p = ::mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mf.fd, 0);
+    if (p == MAP_FAILED) {
+      const int e = errno;
+      ::close(mf.fd);
+      errno = e;
+      return nullptr;
+    }
+    // Driver rings are never shared with a child (docs/live-mode.md, "fork").
+    ::madvise(p, chunk_bytes, MADV_DONTFORK);
+    mf.uses = 1;
+    mf.coherent_va = reinterpret_cast<uint64_t>(p);
+    s.memfds.push_back(mf);
+    const bool own = chunk_bytes == rounded && rounded > CoherentPool::kOwnChunkAbove;
+    s.pool.add_chunk(mf.coherent_va, chunk_bytes, own, mf.fd);
+    place = own ? CoherentPool::Place{mf.coherent_va, 0} : s.pool.allocate(bytes);
+    if (place.chunk == 0) {  // cannot happen: a fresh chunk holds any buffer up to kOwnChunkAbove
+      errno = ENOMEM;
+      return nullptr;
+    }
   }
-  // Driver rings are never shared with a child (docs/live-mode.md, "fork").
-  ::madvise(p, rounded, MADV_DONTFORK);
-  mf.uses = 1;
-  mf.coherent_va = reinterpret_cast<uint64_t>(p);
-  s.memfds.push_back(mf);
-  *piece = WindowPiece{0, rounded, 0, mf.fd};
-  return static_cast<uint8_t*>(p);
+  *size = rounded;
+  *chunk = CoherentChunk{place.chunk, s.pool.chunk_of(place.chunk).second, s.pool.fd_of(place.chunk)};
+  return reinterpret_cast<uint8_t*>(place.chunk + place.offset);
 }
 
-void PinnedPages::free_coherent(const uint8_t* data) {
+PinnedPages::CoherentChunk PinnedPages::coherent_chunk_dropped_by(const uint8_t* data) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const auto [base, bytes] = s.pool.chunk_of(reinterpret_cast<uint64_t>(data));
+  if (!s.pool.has_own_chunk(reinterpret_cast<uint64_t>(data))) return {};
+  return CoherentChunk{base, bytes, s.pool.fd_of(base)};
+}
+
+void PinnedPages::free_coherent(const uint8_t* data, size_t size) {
   const auto va = reinterpret_cast<uint64_t>(data);
   State& s = state();
   std::lock_guard lock(s.mu);
-  for (Memfd& m : s.memfds) {
-    if (m.coherent_va != va || va == 0) continue;
-    ::munmap(reinterpret_cast<void*>(va), m.size);
-    m.coherent_va = 0;
-    m.uses -= 1;
-    give_back(s);  // closes it unless a window still maps it
-    return;
+  const uint64_t chunk = s.pool.chunk_of(va).first;
+  const int fd = s.pool.fd_of(chunk);
+  CoherentPool::Release r;
+  if (va == 0 || !s.pool.release(va, size, &r)) return;
+  if (r.zero_bytes != 0) std::memset(reinterpret_cast<void*>(va), 0, r.zero_bytes);
+  // Zeroes the run and gives its pages to the kernel; the run stays mapped (a hole reads zeros).
+  if (r.punch_bytes != 0 &&
+      ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(va - chunk),
+                  static_cast<off_t>(r.punch_bytes)) != 0)
+    std::memset(reinterpret_cast<void*>(va), 0, r.punch_bytes);  // the next buffer there must be zeroed
+  if (r.drop_chunk == 0) return;
+  ::munmap(reinterpret_cast<void*>(r.drop_chunk), r.chunk_bytes);
+  Memfd* mf = s.memfd_of_fd(fd);
+  if (mf == nullptr) return;
+  mf->coherent_va = 0;
+  mf->uses -= 1;
+  // Mapped nowhere else unless a registration made a window of it: only then is there an
+  // application mapping to look for (give_back).
+  if (mf->uses == 0) {
+    ::close(fd);
+    std::erase_if(s.memfds, [&](const Memfd& m) { return m.fd == fd; });
   }
 }
 
@@ -435,6 +475,8 @@ PinnedPages::Usage PinnedPages::usage() {
   Usage u;
   u.memfds = s.memfds.size();
   u.windows = s.windows.size();
+  u.coherent_chunks = s.pool.chunks();
+  u.coherent_bytes = s.pool.bytes_in_use();
   for (const WindowRecord& w : s.windows) u.window_bytes += w.length;
   return u;
 }

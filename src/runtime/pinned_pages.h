@@ -59,14 +59,30 @@ class PinnedPages {
   // Drops the window that `device` (any address inside it) belongs to; false when there is none.
   static bool unpin(const void* device);
 
-  // DMA-coherent memory: a memfd of `bytes` (whole pages) mapped shared, writable, MADV_DONTFORK,
-  // zeroed. The driver and the device use the same address. Null with errno on failure.
-  static uint8_t* alloc_coherent(size_t bytes, WindowPiece* piece);
-  static void free_coherent(const uint8_t* data);
+  // DMA-coherent memory: a buffer of CoherentPool::rounded(bytes) bytes (*size), zeroed, in a chunk
+  // of memfd-backed pages mapped shared, writable, MADV_DONTFORK (coherent_pool.h: small buffers
+  // share pages, larger ones share chunks, the largest have a chunk of their own). The driver and
+  // the device use the same address. *chunk is the chunk that holds it (its base address, length
+  // and memfd: what a publisher publishes once). Null with errno on failure. Costs no scan of the
+  // buffers alive, nor of /proc/self/maps.
+  struct CoherentChunk {
+    uint64_t base = 0;
+    uint64_t length = 0;
+    int fd = -1;
+  };
+  static uint8_t* alloc_coherent(size_t bytes, size_t* size, CoherentChunk* chunk);
+  // The chunk free_coherent(data) will unmap and close (a buffer with a chunk of its own), so that
+  // it can be unpublished first; fd -1 when the buffer shares its chunk.
+  static CoherentChunk coherent_chunk_dropped_by(const uint8_t* data);
+  // Gives the buffer back: its pages are zeroed and returned to the kernel (a small block is
+  // zeroed in place). `size` is the one alloc_coherent() reported.
+  static void free_coherent(const uint8_t* data, size_t size);
 
   // What is held now (tests, diagnostics).
   struct Usage {
-    size_t memfds = 0;  // open memfds: pinned pages and coherent buffers
+    size_t memfds = 0;  // open memfds: pinned pages and coherent chunks
+    size_t coherent_chunks = 0;
+    uint64_t coherent_bytes = 0;  // in coherent buffers now
     size_t windows = 0;
     uint64_t window_bytes = 0;
   };

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "memfd_census.h"
+#include "runtime/coherent_pool.h"
 #include "pcie/host_bridge.h"
 #include "runtime/peer_memory.h"
 
@@ -153,26 +154,39 @@ TEST(MemoryPublisher, RefusedPinsGiveTheErrnoRealVerbsGiveAndPublishNothing) {
 TEST(MemoryPublisher, CoherentMemoryIsPublishedAndAnUnpinUnpublishesAtOnce) {
   Segment* seg = map_segment();
   ASSERT_NE(seg, nullptr);
-  MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
-  PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
-  pcie::DmaMemory ring = pub.alloc_coherent(100);
-  ASSERT_TRUE(ring.valid());
-  EXPECT_EQ(ring.size, page());
-  EXPECT_EQ(ring.dma_addr, pcie::dma_address(kMySlot, reinterpret_cast<uint64_t>(ring.data)));
-  expect_same_memory(peer, ring.dma_addr, ring.data, ring.size);
+  {  // the publisher unpublishes its chunk when it goes: before the segment is unmapped
+    MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
+    PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
+    pcie::DmaMemory ring = pub.alloc_coherent(100);
+    ASSERT_TRUE(ring.valid());
+    EXPECT_EQ(ring.size, 128u);  // a small block of a shared chunk
+    EXPECT_EQ(ring.dma_addr, pcie::dma_address(kMySlot, reinterpret_cast<uint64_t>(ring.data)));
+    expect_same_memory(peer, ring.dma_addr, ring.data, ring.size);
 
-  auto* buf = static_cast<uint8_t*>(std::malloc(5000));
-  fill(buf, 5000, 9);
-  const uint64_t dma = pub.pin(buf, 5000, PinAccess::kWrite);
-  ASSERT_NE(dma, 0u);
-  EXPECT_TRUE(peer_matches(peer, dma, buf, 5000));
-  pub.unpin(dma, 5000);
-  EXPECT_TRUE(peer.map(dma, 5000).empty() && peer.map(dma + 4999, 1).empty()) << "unpublished";
-  EXPECT_TRUE(filled(buf, 5000, 9));  // still this process's memory, contents intact
-  std::free(buf);
+    auto* buf = static_cast<uint8_t*>(std::malloc(5000));
+    fill(buf, 5000, 9);
+    const uint64_t dma = pub.pin(buf, 5000, PinAccess::kWrite);
+    ASSERT_NE(dma, 0u);
+    EXPECT_TRUE(peer_matches(peer, dma, buf, 5000));
+    pub.unpin(dma, 5000);
+    EXPECT_TRUE(peer.map(dma, 5000).empty() && peer.map(dma + 4999, 1).empty()) << "unpublished";
+    EXPECT_TRUE(filled(buf, 5000, 9));  // still this process's memory, contents intact
+    std::free(buf);
 
-  pub.free_coherent(ring);
-  EXPECT_TRUE(peer.map(ring.dma_addr, 8).empty());
+    // A small buffer's chunk stays published for the next one; a buffer with a chunk of its own is
+    // unpublished when it is freed.
+    const size_t entries = pub.published_entries();
+    pub.free_coherent(ring);
+    EXPECT_EQ(pub.published_entries(), entries);
+    pcie::DmaMemory big = pub.alloc_coherent(CoherentPool::kOwnChunkAbove + 1);
+    ASSERT_TRUE(big.valid());
+    EXPECT_EQ(pub.published_entries(), entries + 1);
+    expect_same_memory(peer, big.dma_addr, big.data, 4096);
+    pub.free_coherent(big);
+    EXPECT_EQ(pub.published_entries(), entries);
+    peer.drop_unpublished();
+    EXPECT_TRUE(peer.map(big.dma_addr, 8).empty());
+  }
   ::munmap(seg, sizeof(Segment));
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "memfd_census.h"
+#include "runtime/coherent_pool.h"
 #include "runtime/page_conversion.h"
 
 namespace softhca::runtime {
@@ -290,15 +291,46 @@ TEST(PinnedPages, AWriterHammeringAPageLosesNoIncrementWhileItIsPinnedOrGivenBac
   RecordProperty("faults_waited", std::to_string(page_conversion::faults_waited()));
 }
 
-TEST(PinnedPages, CoherentMemoryIsZeroedSharedPagesWhoseMemfdClosesWhenFreed) {
-  const int fds_before = open_memfds("/memfd:softhca-coherent");
-  WindowPiece piece;
-  uint8_t* ring = PinnedPages::alloc_coherent(100, &piece);
+TEST(PinnedPages, CoherentBuffersShareAChunkAndComeBackZeroedWithoutANewMemfd) {
+  PinnedPages::CoherentChunk chunk, chunk2;
+  size_t size = 0, size2 = 0;
+  uint8_t* dbrec = PinnedPages::alloc_coherent(64, &size, &chunk);
+  ASSERT_NE(dbrec, nullptr) << std::strerror(errno);
+  EXPECT_EQ(size, 64u);  // a cache line, not a page
+  const int fds = open_memfds("/memfd:softhca-coherent");
+  uint8_t* ring = PinnedPages::alloc_coherent(3 * page() - 5, &size2, &chunk2);
   ASSERT_NE(ring, nullptr) << std::strerror(errno);
-  EXPECT_EQ(piece.length, page());
-  for (size_t i = 0; i < page(); ++i) ASSERT_EQ(ring[i], 0) << i;
+  EXPECT_EQ(size2, 3 * page());
+  EXPECT_EQ(reinterpret_cast<uint64_t>(ring) % page(), 0u);
+  EXPECT_EQ(chunk2.base, chunk.base) << "one chunk for both";
+  EXPECT_EQ(open_memfds("/memfd:softhca-coherent"), fds) << "no memfd per buffer";
+  for (size_t i = 0; i < size2; ++i) ASSERT_EQ(ring[i], 0) << i;
+  std::memset(ring, 0xab, size2);
+  std::memset(dbrec, 0xcd, size);
+  PinnedPages::free_coherent(ring, size2);
+  PinnedPages::free_coherent(dbrec, size);
+  // The same places again (best fit, last freed first), zeroed.
+  uint8_t* ring_again = PinnedPages::alloc_coherent(3 * page(), &size2, &chunk2);
+  uint8_t* dbrec_again = PinnedPages::alloc_coherent(10, &size, &chunk);
+  ASSERT_EQ(ring_again, ring);
+  ASSERT_EQ(dbrec_again, dbrec);
+  for (size_t i = 0; i < size2; ++i) ASSERT_EQ(ring_again[i], 0) << i;
+  for (size_t i = 0; i < size; ++i) ASSERT_EQ(dbrec_again[i], 0) << i;
+  PinnedPages::free_coherent(ring_again, size2);
+  PinnedPages::free_coherent(dbrec_again, size);
+}
+
+TEST(PinnedPages, ACoherentBufferAboveAQuarterChunkHasAMemfdOfItsOwnClosedWhenFreed) {
+  const int fds_before = open_memfds("/memfd:softhca-coherent");
+  PinnedPages::CoherentChunk chunk;
+  size_t size = 0;
+  uint8_t* cq = PinnedPages::alloc_coherent(CoherentPool::kOwnChunkAbove + 1, &size, &chunk);
+  ASSERT_NE(cq, nullptr) << std::strerror(errno);
+  EXPECT_EQ(chunk.base, reinterpret_cast<uint64_t>(cq));
+  EXPECT_EQ(chunk.length, size);
   EXPECT_EQ(open_memfds("/memfd:softhca-coherent"), fds_before + 1);
-  PinnedPages::free_coherent(ring);
+  EXPECT_EQ(PinnedPages::coherent_chunk_dropped_by(cq).fd, chunk.fd);
+  PinnedPages::free_coherent(cq, size);
   EXPECT_EQ(open_memfds("/memfd:softhca-coherent"), fds_before);
 }
 
