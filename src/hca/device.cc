@@ -18,10 +18,11 @@ namespace softhca::hca {
 using namespace hwif;
 
 namespace {
-// Heap of the private region: address space, used as touched. 1 GiB holds e.g. 28 QPs with the
-// largest send queue the default caps allow (2^15 basic blocks: 2 MiB of shadow ring and 32 MiB
-// of SendRecords each) or thousands of ordinary ones.
-constexpr uint64_t kPrivateHeapBytes = uint64_t{1} << 30;
+// Heap of the region (private, or the host's shared one): address space, used as touched. 4 GiB
+// holds max_qp (65536) QPs with small queues (about 35 KiB each: the QP, a 1 KiB shadow ring and 16
+// SendRecords) with room left for the keys, CQs and deeper queues; a QP at max_qp_wr with one-block
+// WQEs takes 33 MiB (16384 blocks: 1 MiB of shadow ring, 17.5 MiB of SendRecords rounded to 32).
+constexpr uint64_t kPrivateHeapBytes = uint64_t{4} << 30;
 }  // namespace
 
 Device::Device(const DeviceConfig& config, DeviceRegion region, RegionInit init, pcie::TlpSink& tlp_sink,

@@ -53,7 +53,7 @@ uint64_t InprocKernel::pin_user(const void* addr, size_t len, pcie::PinAccess ac
 }
 
 void InprocKernel::unpin_user(uint64_t dma_addr, size_t len) {
-  if (len != 0 && !PinnedPages::unpin(reinterpret_cast<const void*>(static_cast<uintptr_t>(dma_addr)))) return;
+  if (len != 0 && !PinnedPages::unpin(reinterpret_cast<const void*>(static_cast<uintptr_t>(dma_addr)), len)) return;
   pins_.fetch_sub(1, std::memory_order_relaxed);
 }
 

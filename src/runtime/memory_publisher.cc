@@ -121,21 +121,26 @@ uint64_t MemoryPublisher::pin(const void* addr, size_t len, pcie::PinAccess acce
   std::lock_guard lock(mu_);
   Window w = PinnedPages::pin(addr, len, access);
   if (w.device == nullptr) return 0;
-  Published pub;
-  pub.base = w.base;
-  pub.length = w.length;
   if (w.base + w.length - 1 > pcie::kDmaAddressMask) {
-    PinnedPages::unpin(w.device);
+    PinnedPages::unpin(w.device, len);
     errno = EINVAL;
     return 0;
   }
-  if (!publish(w.base, w.pieces, &pub)) {
-    const int e = errno;
-    PinnedPages::unpin(w.device);
-    errno = e;
-    return 0;
+  // An arena chunk's view is published once, for every pin it will hold; a window of its own
+  // for its pin alone.
+  if (!w.arena_view || !published_.contains(w.base)) {
+    Published pub;
+    pub.base = w.base;
+    pub.length = w.length;
+    pub.arena = w.arena_view;
+    if (!publish(w.base, w.pieces, &pub)) {
+      const int e = errno;
+      PinnedPages::unpin(w.device, len);
+      errno = e;
+      return 0;
+    }
+    published_.emplace(pub.base, std::move(pub));
   }
-  published_.emplace(pub.base, std::move(pub));
   return pcie::dma_address(slot_, reinterpret_cast<uint64_t>(w.device));
 }
 
@@ -146,11 +151,15 @@ void MemoryPublisher::unpin(uint64_t dma_addr, size_t len) {
   auto it = published_.upper_bound(va);
   if (it == published_.begin()) return;
   --it;
-  if (it->second.coherent || va - it->second.base >= it->second.length) return;
-  unpublish(it->second);
-  const uint64_t base = it->second.base;
+  Published& p = it->second;
+  if (p.coherent || va - p.base >= p.length) return;
+  if (p.arena) {  // the view stays published for the chunk's other pins
+    PinnedPages::unpin(reinterpret_cast<const void*>(va), len);
+    return;
+  }
+  unpublish(p);
   published_.erase(it);
-  PinnedPages::unpin(reinterpret_cast<const void*>(base));
+  PinnedPages::unpin(reinterpret_cast<const void*>(va), len);
 }
 
 size_t MemoryPublisher::published_entries() const {

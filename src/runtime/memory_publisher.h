@@ -55,6 +55,7 @@ class MemoryPublisher {
     uint64_t base = 0;
     uint64_t length = 0;
     bool coherent = false;
+    bool arena = false;  // an arena chunk's view, shared by many pins
     std::vector<uint32_t> entries;
   };
   [[nodiscard]] bool inherited() const { return PinnedPages::fork_generation() != fork_generation_; }
