@@ -4,15 +4,24 @@
 
 namespace softhca::runtime {
 
-int PinArena::place(uint64_t va, uint64_t len) const {
+int PinArena::place(uint64_t va, uint64_t len, const Holes& holes) const {
   const uint64_t off = offset_for(va);
   if (len == 0 || len > kLargestRun || off + len > kChunkBytes) return kNever;
+  const uint64_t delta = va - off;
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const Counts& m = chunks_[i].counts;
     auto it = m.lower_bound(off);
-    bool clash = it != m.end() && it->first < off + len;
-    if (!clash && it != m.begin()) clash = std::prev(it)->second.end > off;
-    if (!clash) return static_cast<int>(i);
+    if (it != m.begin() && std::prev(it)->second.end > off) --it;
+    bool clash = false;
+    bool reserved = false;  // only va's own reservations overlap
+    for (; it != m.end() && it->first < off + len; ++it) {
+      if (it->second.delta != delta) {
+        clash = true;
+        break;
+      }
+      reserved = true;
+    }
+    if (!clash && (!reserved || holes(static_cast<uint32_t>(i), off, off + len))) return static_cast<int>(i);
   }
   return kNoRoom;
 }

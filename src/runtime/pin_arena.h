@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -20,6 +21,10 @@ class PinArena {
   static constexpr uint64_t kChunkBytes = uint64_t{64} << 30;
   // Longer runs, and runs that would cross a chunk's end, are not placed (their own memfd).
   static constexpr uint64_t kLargestRun = kChunkBytes / 4;
+  // Pins count whole blocks of the file: a registration converts the private pages around it up to
+  // its blocks' bounds (within the same mapping), so registrations of neighbouring buffers with
+  // unregistered bytes between them (malloc's headers) still leave one mapping, not two each.
+  static constexpr uint64_t kBlockBytes = uint64_t{64} << 10;
   static constexpr int kNoRoom = -1;  // place(): every chunk has a page of the run in use
   static constexpr int kNever = -2;   // place(): the run cannot go into any chunk
 
@@ -39,9 +44,14 @@ class PinArena {
 
   [[nodiscard]] static uint64_t offset_for(uint64_t va) { return va % kChunkBytes; }
 
-  // The first chunk where [offset_for(va), + len) has no page in use, kNoRoom (add a chunk), or
-  // kNever. va and len page-aligned.
-  [[nodiscard]] int place(uint64_t va, uint64_t len) const;
+  // The first chunk where [offset_for(va), + len) is free for va's pages: no page in use, or only
+  // pages counted for va itself (a block a pin of a neighbour reserved) that holes(chunk, offset,
+  // end) says hold no data (nothing of an earlier mapping of va still pinned). kNoRoom (add a
+  // chunk), or kNever. va and len page-aligned.
+  using Holes = std::function<bool(uint32_t chunk, uint64_t offset, uint64_t end)>;
+  [[nodiscard]] int place(uint64_t va, uint64_t len, const Holes& holes) const;
+  [[nodiscard]] static uint64_t block_down(uint64_t v) { return v / kBlockBytes * kBlockBytes; }
+  [[nodiscard]] static uint64_t block_up(uint64_t v) { return (v + kBlockBytes - 1) / kBlockBytes * kBlockBytes; }
   uint32_t add_chunk(const Chunk& c);
   [[nodiscard]] const Chunk& chunk(uint32_t index) const { return chunks_[index].c; }
   [[nodiscard]] size_t chunks() const { return chunks_.size(); }

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "runtime/page_conversion.h"
 #include "runtime/pinned_state.h"
@@ -167,6 +168,12 @@ void give_back(State& s) {
   }
 }
 
+// Whether the file holds any page in [offset, end) (SEEK_DATA: holes read as no data).
+bool file_has_data(int fd, uint64_t offset, uint64_t end) {
+  const off_t at = ::lseek(fd, static_cast<off_t>(offset), SEEK_DATA);
+  return at >= 0 && static_cast<uint64_t>(at) < end;
+}
+
 // Ranges of arena chunks no pin uses any more: the application's pages mapped from them become
 // private again, then the range is punched out of the chunk (its pages go back to the kernel, and
 // the offsets are free for the next conversion). The application's pages are looked for where they
@@ -199,7 +206,22 @@ void give_back_idle(State& s, const std::vector<PinArena::Idle>& idle) {
       found += hi - lo;
     };
     bool read = mappings_in(s, r.offset + r.delta, r.end + r.delta, add);
+    // Pages of the range not found where they were counted: unmapped or moved by the application,
+    // or never converted (the part of a block beyond the mapping the pin was in). Only data in the
+    // file tells them apart, and only then must the whole maps be read.
+    bool missing = false;
     if (read && found != r.end - r.offset) {
+      std::vector<std::pair<uint64_t, uint64_t>> got;
+      for (const page_conversion::Job& j : jobs) got.emplace_back(j.offset, j.offset + (j.end - j.start));
+      std::sort(got.begin(), got.end());
+      uint64_t at = r.offset;
+      for (const auto& [lo, hi] : got) {
+        if (lo > at && file_has_data(c.fd, at, lo)) missing = true;
+        at = std::max(at, hi);
+      }
+      if (at < r.end && file_has_data(c.fd, at, r.end)) missing = true;
+    }
+    if (missing) {
       jobs.clear();
       found = 0;
       read = for_each_mapping(s.maps_buf, sizeof(s.maps_buf), add);
@@ -228,6 +250,8 @@ struct Span {
   int fd = -1;
   int arena = -1;
   size_t job = 0;  // fd < 0: the conversion job it is part of
+  uint64_t vma_start = 0;  // the mapping it was clipped from
+  uint64_t vma_end = 0;
 };
 
 // The clipped mappings covering [start, end): false with errno EFAULT (a hole, or a page without
@@ -243,6 +267,8 @@ bool collect_spans(State& s, uint64_t start, uint64_t end, pcie::PinAccess acces
     Span p;
     p.start = std::max(m.start, start);
     p.end = std::min(m.end, end);
+    p.vma_start = m.start;
+    p.vma_end = m.end;
     if (p.start != covered) fail(EFAULT);  // in address order: a gap before this mapping
     covered = p.end;
     p.prot = m.prot;
@@ -312,7 +338,9 @@ bool convert_spans(State& s, std::vector<Span>& spans, std::vector<PinArena::Idl
   };
   for (size_t i = 0; i < jobs.size(); ++i) {
     const uint64_t len = jobs[i].end - jobs[i].start;
-    int c = s.arena.place(jobs[i].start, len);
+    int c = s.arena.place(jobs[i].start, len, [&](uint32_t chunk, uint64_t off, uint64_t end) {
+      return !file_has_data(s.arena.chunk(chunk).fd, off, end);
+    });
     // Two runs of one pin never share offsets (they are closer than a chunk), but the count of
     // the first is not in yet: place() would not see it, and need not.
     if (c == PinArena::kNoRoom) c = add_arena_chunk(s);
@@ -421,8 +449,25 @@ Window PinnedPages::pin(const void* addr, size_t len, pcie::PinAccess access) {
   std::lock_guard lock(s.mu);
   std::vector<Span> spans;
   if (!collect_spans(s, start, end, access, &spans)) return {};
+  // The private pages of the same mappings up to the pin's blocks are converted with it (the
+  // arena counts whole blocks): spans of their own, dropped again after the conversion.
+  Span below = spans.front();
+  below.start = std::max(below.vma_start, PinArena::block_down(start));
+  below.end = start;
+  const bool low = below.fd < 0 && below.start < below.end;
+  Span above = spans.back();
+  above.start = end;
+  above.end = std::min(above.vma_end, PinArena::block_up(end));
+  const bool high = above.fd < 0 && above.start < above.end;
+  std::vector<Span> work;
+  work.reserve(spans.size() + 2);
+  if (low) work.push_back(below);
+  for (const Span& p : spans) work.push_back(p);
+  if (high) work.push_back(above);
   std::vector<PinArena::Idle> converted;
-  if (!convert_spans(s, spans, &converted)) {
+  const bool ok = convert_spans(s, work, &converted);
+  spans.assign(work.begin() + (low ? 1 : 0), work.end() - (high ? 1 : 0));
+  if (!ok) {
     const int e = errno;
     give_back_idle(s, converted);
     give_back(s);
@@ -438,7 +483,7 @@ Window PinnedPages::pin(const void* addr, size_t len, pcie::PinAccess access) {
   if (in_view) {
     const auto c = static_cast<uint32_t>(spans.front().arena);
     const uint64_t off = spans.front().file_offset;
-    s.arena.use(c, off, off + (end - start), start - off);
+    s.arena.use(c, PinArena::block_down(off), PinArena::block_up(off + (end - start)), start - off);
     const PinArena::Chunk& chunk = s.arena.chunk(c);
     w.base = chunk.view;
     w.length = PinArena::kChunkBytes;
@@ -464,8 +509,8 @@ Window PinnedPages::pin(const void* addr, size_t len, pcie::PinAccess access) {
     Memfd* mf = s.memfd_of_fd(p.fd);  // every piece's memfd is known
     if (mf == nullptr) continue;
     if (mf->arena_chunk >= 0) {
-      s.arena.use(static_cast<uint32_t>(mf->arena_chunk), p.file_offset, p.file_offset + p.length,
-                  start + p.offset - p.file_offset);
+      s.arena.use(static_cast<uint32_t>(mf->arena_chunk), PinArena::block_down(p.file_offset),
+                  PinArena::block_up(p.file_offset + p.length), start + p.offset - p.file_offset);
     } else {
       mf->uses += 1;
     }
@@ -486,8 +531,9 @@ bool PinnedPages::unpin(const void* device, size_t len) {
     const uint64_t off = rel / page * page;
     if (len == 0 || len > PinArena::kChunkBytes - rel) return false;
     const uint64_t off_end = (rel + len + page - 1) / page * page;
-    if (!s.arena.in_use(static_cast<uint32_t>(c), off, off_end)) return false;
-    s.arena.release(static_cast<uint32_t>(c), off, off_end, &idle);
+    const uint64_t lo = PinArena::block_down(off), hi = PinArena::block_up(off_end);
+    if (!s.arena.in_use(static_cast<uint32_t>(c), lo, hi)) return false;
+    s.arena.release(static_cast<uint32_t>(c), lo, hi, &idle);
     give_back_idle(s, idle);
     return true;
   }
@@ -502,8 +548,8 @@ bool PinnedPages::unpin(const void* device, size_t len) {
     Memfd* mf = s.memfd_of_fd(p.piece.fd);
     if (mf == nullptr) continue;
     if (mf->arena_chunk >= 0) {
-      s.arena.release(static_cast<uint32_t>(mf->arena_chunk), p.piece.file_offset,
-                      p.piece.file_offset + p.piece.length, &idle);
+      s.arena.release(static_cast<uint32_t>(mf->arena_chunk), PinArena::block_down(p.piece.file_offset),
+                      PinArena::block_up(p.piece.file_offset + p.piece.length), &idle);
     } else {
       mf->uses -= 1;
     }
