@@ -252,6 +252,7 @@ struct Span {
   size_t job = 0;  // fd < 0: the conversion job it is part of
   uint64_t vma_start = 0;  // the mapping it was clipped from
   uint64_t vma_end = 0;
+  bool heap = false;  // that mapping is the brk heap
 };
 
 // The clipped mappings covering [start, end): false with errno EFAULT (a hole, or a page without
@@ -269,6 +270,7 @@ bool collect_spans(State& s, uint64_t start, uint64_t end, pcie::PinAccess acces
     p.end = std::min(m.end, end);
     p.vma_start = m.start;
     p.vma_end = m.end;
+    p.heap = m.heap;
     if (p.start != covered) fail(EFAULT);  // in address order: a gap before this mapping
     covered = p.end;
     p.prot = m.prot;
@@ -449,16 +451,19 @@ Window PinnedPages::pin(const void* addr, size_t len, pcie::PinAccess access) {
   std::lock_guard lock(s.mu);
   std::vector<Span> spans;
   if (!collect_spans(s, start, end, access, &spans)) return {};
-  // The private pages of the same mappings up to the pin's blocks are converted with it (the
-  // arena counts whole blocks): spans of their own, dropped again after the conversion.
+  // In the brk heap, the private pages around the pin up to its blocks are converted with it (the
+  // arena counts whole blocks), so buffers with malloc's headers between them leave one mapping:
+  // spans of their own, dropped again after the conversion. Only there: no thread's stack is ever
+  // in the heap, while an anonymous mapping may have merged with one, and a thread whose own stack
+  // turns read-only under it has nowhere to take the fault (page_conversion.h).
   Span below = spans.front();
   below.start = std::max(below.vma_start, PinArena::block_down(start));
   below.end = start;
-  const bool low = below.fd < 0 && below.start < below.end;
+  const bool low = below.fd < 0 && below.heap && below.start < below.end;
   Span above = spans.back();
   above.start = end;
   above.end = std::min(above.vma_end, PinArena::block_up(end));
-  const bool high = above.fd < 0 && above.start < above.end;
+  const bool high = above.fd < 0 && above.heap && above.start < above.end;
   std::vector<Span> work;
   work.reserve(spans.size() + 2);
   if (low) work.push_back(below);

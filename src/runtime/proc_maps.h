@@ -19,7 +19,7 @@ namespace softhca::runtime::proc_maps {
 
 // ---- /proc/self/maps --------------------------------------------------------------------------
 
-inline constexpr std::string_view kOurMemfdPrefix = "/memfd:softhca-";  // the names shared_memory.cc gives
+inline constexpr std::string_view kOurMemfdPrefix = "/memfd:softhca-";  // the names pinned_pages.cc and coherent_memory.cc give
 
 struct Mapping {
   uint64_t start = 0;
@@ -30,6 +30,7 @@ struct Mapping {
   bool shared = false;
   bool ours_by_name = false;  // a memfd named softhca-*: ours if the inode is one of our memfds
   uint64_t dev = 0;            // the file's device (PROCMAP_QUERY only; 0 from the text)
+  bool heap = false;           // the process's brk heap ("[heap]"): no thread's stack is ever in it
 };
 
 inline uint64_t parse_number(const char*& p, const char* end, int base) {
@@ -61,6 +62,7 @@ inline bool parse_mapping(const char* p, const char* end, Mapping* m) {
   while (p < end && *p == ' ') ++p;
   const std::string_view path(p, static_cast<size_t>(end - p));
   m->ours_by_name = path.substr(0, kOurMemfdPrefix.size()) == kOurMemfdPrefix;
+  m->heap = path == "[heap]";
   return true;
 }
 
@@ -128,11 +130,14 @@ inline constexpr uint64_t kQueryReadable = 0x01, kQueryWritable = 0x02, kQueryEx
 // for_each_mapping); -1 with errno.
 template <class F>
 int for_each_mapping_in(int maps_fd, uint64_t start, uint64_t end, F&& f) {
+  char name[4096];  // PATH_MAX: a shorter buffer fails the query for a long path
   for (uint64_t at = start; at < end;) {
     ProcmapQuery q{};
     q.size = sizeof(q);
     q.query_flags = kQueryCoveringOrNext;
     q.query_addr = at;
+    q.vma_name_addr = reinterpret_cast<uint64_t>(name);
+    q.vma_name_size = sizeof(name);
     if (::ioctl(maps_fd, kProcmapQuery, &q) != 0) {
       if (errno == ENOENT) return 1;  // no mapping at or above `at`
       if (errno == ENOTTY && at == start) return 0;
@@ -148,6 +153,7 @@ int for_each_mapping_in(int maps_fd, uint64_t start, uint64_t end, F&& f) {
              ((q.vma_flags & kQueryExecutable) ? PROT_EXEC : 0);
     m.shared = (q.vma_flags & kQueryShared) != 0;
     m.dev = q.inode != 0 ? makedev(q.dev_major, q.dev_minor) : 0;
+    m.heap = q.vma_name_size > 0 && std::string_view(name, std::strlen(name)) == "[heap]";
     f(m);
     at = q.vma_end;
   }
