@@ -1,7 +1,8 @@
 // Host memory the device reaches by DMA: rings, doorbell records and event queues. It comes from
-// the host kernel (pcie::HostKernel::alloc_coherent: page-aligned, zeroed, whole pages), or from a
-// parent domain's allocator (ibv_alloc_parent_domain: the caller's memory, zeroed and pinned for the
-// device as a registration's pages are), and is owned by one driver object and freed with it. The device is told dma_addr(), never a pointer:
+// the host kernel (pcie::HostKernel::alloc_coherent: zeroed, cache-line aligned, at least the
+// size asked for), or from a parent domain's allocator (ibv_alloc_parent_domain: the caller's
+// memory, zeroed and pinned for the device as a registration's pages are), and is owned by one
+// driver object and freed with it. The device is told dma_addr(), never a pointer:
 // across processes the two differ (docs/live-mode.md, "Addresses the device uses"). Sizes in bytes.
 #pragma once
 #include <algorithm>
@@ -56,7 +57,7 @@ class HostBuffer {
   }
   ~HostBuffer() { release(); }
 
-  // Allocates bytes from kernel (rounded up to whole pages, at least one), zeroed, replacing what
+  // Allocates bytes from kernel (rounded up as the kernel chooses), zeroed, replacing what
   // this buffer held. kernel must outlive the buffer. False with errno set on failure (ENOMEM
   // when the kernel did not say).
   [[nodiscard]] bool allocate(pcie::HostKernel& kernel, size_t bytes) {

@@ -15,7 +15,6 @@ namespace {
 constexpr uint32_t kCtrlBytes = sizeof(hwif::CtrlSeg);                             // 16
 constexpr uint32_t kRdmaBytes = kCtrlBytes + sizeof(hwif::RaddrSeg);               // 32
 constexpr uint32_t kAtomicBytes = kRdmaBytes + sizeof(hwif::AtomicSeg);            // 48
-constexpr uint32_t kBindBytes = 192;  // ctrl 16 + UMR ctrl 48 + mkey 64 + UMR data 64 (mlx5)
 constexpr uint32_t kDatagramBytes = sizeof(hwif::DatagramSeg);                     // 48
 constexpr uint32_t kMaxWqeBytes = hwif::kMaxWqeBbs * hwif::kSendWqeBbBytes;        // 1024
 constexpr uint32_t kMaxDsBytes = hwif::kMaxDs * hwif::kDsBytes;                    // 1008: ds is 6 bits
@@ -27,8 +26,11 @@ uint32_t align_to(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 uint32_t overhead_of(hwif::QpType type, uint64_t send_ops) {
   uint32_t size = 0;
   if (send_ops == 0) {
-    // Legacy: every op of the type, and room for bind/local-invalidate on connected QPs.
-    size = type == hwif::QpType::kUd ? kCtrlBytes : kBindBytes;
+    // Legacy: every op of the type the device executes. mlx5 also keeps room for a bind or
+    // local-invalidate WQE (192 bytes of UMR segments) on connected QPs; softhca executes neither
+    // (IBV_WR_BIND_MW and IBV_WR_LOCAL_INV are EINVAL), so an RC WQE with one SGE is one basic
+    // block and max_qp_wr of them fit the 2^15 blocks a ring may have (docs/decisions.md D19).
+    size = type == hwif::QpType::kUd ? kCtrlBytes : kAtomicBytes;
   } else {
     if (send_ops & (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)) size = std::max(size, kCtrlBytes);
     if (send_ops & (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ))

@@ -19,12 +19,13 @@ using namespace hwif;
 
 namespace {
 // Heap of a region a host's processes share (default_region_bytes): address space, used as
-// touched. 1 GiB holds e.g. 28 QPs with the largest send queue the default caps allow (2^15 basic
-// blocks: 2 MiB of shadow ring and 32 MiB of SendRecords each) or about 990 of depth 128 (a
-// legacy RC send queue of depth 128 is 512 basic blocks: 32 KiB of shadow ring, 1 MiB of records).
-constexpr uint64_t kSharedHeapBytes = uint64_t{1} << 30;
+// touched. 4 GiB holds max_qp (65536) QPs with small queues (about 35 KiB each: the QP, a 1 KiB
+// shadow ring and 16 SendRecords) with room left for the keys, CQs and deeper queues; a QP at
+// max_qp_wr with one-block WQEs takes 33 MiB (16384 blocks: 1 MiB of shadow ring, 17.5 MiB of
+// SendRecords rounded to 32).
+constexpr uint64_t kSharedHeapBytes = uint64_t{4} << 30;
 // Heap of a process's own device (private_region_bytes; sim mode, the timing model): 64 GiB of
-// address space (MAP_NORESERVE, so not committed), room for about 63,000 QPs of depth 128; their
+// address space (MAP_NORESERVE, so not committed), room for tens of thousands of deep QPs; their
 // records use memory only as their WQEs touch them.
 constexpr uint64_t kPrivateHeapBytes = uint64_t{1} << 36;
 }  // namespace

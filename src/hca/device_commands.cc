@@ -348,6 +348,11 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
     qps_.erase(qpn);
     return ENOMEM;
   }
+  // The shadow is cleared (a WQE claiming blocks past what was fetched decodes zeros, never an
+  // earlier QP's bytes); the records, 17 times larger, are not: the decoder writes each
+  // (start_record) before the transport reads it, and only records between the requester's
+  // complete and exec indices are ever read. So most of a deep QP's device memory is touched only
+  // as its queue is used.
   std::memset(heap_.at<uint8_t>(qp->sq_shadow), 0, qp->sq_shadow_bytes());
   // The SendRecords are not cleared (about 1 KiB per basic block, the most of a QP's footprint):
   // only records in [req.complete, req.exec) are ever read, and each was set up when its WQE was

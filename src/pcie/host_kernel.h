@@ -12,8 +12,8 @@
 namespace softhca::pcie {
 
 struct DmaMemory {
-  uint8_t* data = nullptr;  // page-aligned, zeroed
-  size_t size = 0;          // whole pages
+  uint8_t* data = nullptr;  // zeroed; 64-byte aligned, page-aligned when size is a page or more
+  size_t size = 0;          // at least what was asked for
   uint64_t dma_addr = 0;    // what the device is told
   [[nodiscard]] bool valid() const { return data != nullptr; }
 };
@@ -27,8 +27,9 @@ class HostKernel {
  public:
   virtual ~HostKernel() = default;
 
-  // Memory the device can reach, rounded up to whole pages (at least one), zeroed. Invalid with
-  // errno set on failure.
+  // Memory the device can reach, zeroed: at least `bytes`, rounded up as the implementation
+  // chooses (small buffers may share a page, on cache lines of their own). Invalid with errno set
+  // on failure.
   virtual DmaMemory alloc_coherent(size_t bytes) = 0;
   virtual void free_coherent(const DmaMemory& memory) = 0;
 

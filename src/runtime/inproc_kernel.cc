@@ -3,6 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -14,15 +16,27 @@
 
 namespace softhca::runtime {
 
+namespace {
+constexpr size_t kCacheLineBytes = 64;
+constexpr size_t kSmallestPageBuffer = InprocKernel::kPageBytes;  // small blocks: up to half of it
+}  // namespace
+
 // Heap memory rather than mmap: the address sanitizer then checks the driver's ring accesses.
 pcie::DmaMemory InprocKernel::alloc_coherent(size_t bytes) {
   if (bytes > SIZE_MAX - kPageBytes) {
     errno = ENOMEM;
     return {};
   }
+  // Small buffers (doorbell records, the rings of small queues) as a power of two from a cache
+  // line, as the shared runtime's pool places them (coherent_pool.h); the rest in whole pages.
   size_t rounded = (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+  size_t align = kPageBytes;
+  if (bytes <= kSmallestPageBuffer / 2) {
+    rounded = std::bit_ceil(std::max<size_t>(bytes, kCacheLineBytes));
+    align = kCacheLineBytes;
+  }
   if (rounded == 0) rounded = kPageBytes;
-  void* p = std::aligned_alloc(kPageBytes, rounded);
+  void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) {
     errno = ENOMEM;
     return {};
@@ -56,7 +70,7 @@ uint64_t InprocKernel::pin_user(const void* addr, size_t len, pcie::PinAccess ac
 }
 
 void InprocKernel::unpin_user(uint64_t dma_addr, size_t len) {
-  if (len != 0 && !PinnedPages::unpin(reinterpret_cast<const void*>(static_cast<uintptr_t>(dma_addr)))) return;
+  if (len != 0 && !PinnedPages::unpin(reinterpret_cast<const void*>(static_cast<uintptr_t>(dma_addr)), len)) return;
   pins_.fetch_sub(1, std::memory_order_relaxed);
 }
 

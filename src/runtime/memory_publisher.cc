@@ -20,7 +20,7 @@ MemoryPublisher::MemoryPublisher(RangeTable& mine, uint32_t my_slot)
 MemoryPublisher::~MemoryPublisher() {
   if (inherited()) return;  // a fork child: the table and the windows are the parent's
   std::lock_guard lock(mu_);
-  for (Published& p : published_) unpublish(p);
+  for (auto& [base, p] : published_) unpublish(p);
 }
 
 bool MemoryPublisher::publish(uint64_t base, const std::vector<WindowPiece>& pieces, Published* out) {
@@ -64,28 +64,29 @@ pcie::DmaMemory MemoryPublisher::alloc_coherent(size_t bytes) {
     return {};
   }
   std::lock_guard lock(mu_);
-  WindowPiece piece;
-  uint8_t* p = PinnedPages::alloc_coherent(bytes, &piece);
+  size_t size = 0;
+  PinnedPages::CoherentChunk added;
+  uint8_t* p = PinnedPages::alloc_coherent(bytes, &size, &added);
   if (p == nullptr) return {};
-  Published pub;
-  pub.base = reinterpret_cast<uint64_t>(p);
-  pub.length = piece.length;
-  pub.coherent = true;
-  if (pub.base + pub.length - 1 > pcie::kDmaAddressMask) {
-    PinnedPages::free_coherent(p);
-    errno = EINVAL;
-    return {};
+  // A chunk this publisher has not published yet (new, or made for an earlier publisher of this
+  // process): published whole, once, for every buffer it holds.
+  if (!published_.contains(added.base)) {
+    Published pub;
+    pub.base = added.base;
+    pub.length = added.length;
+    pub.coherent = true;
+    const bool fits = pub.base + pub.length - 1 <= pcie::kDmaAddressMask;
+    if (!fits || !publish(pub.base, {WindowPiece{0, added.length, 0, added.fd}}, &pub)) {
+      const int e = fits ? errno : EINVAL;
+      PinnedPages::free_coherent(p, size);
+      errno = e;
+      return {};
+    }
+    published_.emplace(pub.base, std::move(pub));
   }
-  if (!publish(pub.base, {piece}, &pub)) {
-    const int e = errno;
-    PinnedPages::free_coherent(p);
-    errno = e;
-    return {};
-  }
-  published_.push_back(std::move(pub));
   pcie::DmaMemory m;
   m.data = p;
-  m.size = piece.length;
+  m.size = size;
   m.dma_addr = pcie::dma_address(slot_, reinterpret_cast<uint64_t>(p));
   return m;
 }
@@ -93,13 +94,15 @@ pcie::DmaMemory MemoryPublisher::alloc_coherent(size_t bytes) {
 void MemoryPublisher::free_coherent(const pcie::DmaMemory& memory) {
   if (!memory.valid() || inherited()) return;
   std::lock_guard lock(mu_);
-  const auto va = reinterpret_cast<uint64_t>(memory.data);
-  auto it = std::find_if(published_.begin(), published_.end(),
-                         [&](const Published& p) { return p.coherent && p.base == va; });
-  if (it == published_.end()) return;
-  unpublish(*it);  // before the close: a peer that still sees the entry opens the right file
-  published_.erase(it);
-  PinnedPages::free_coherent(memory.data);
+  // A buffer with a chunk of its own takes the chunk with it: unpublished before the close, so a
+  // peer that still sees the entry opens the right file.
+  if (const PinnedPages::CoherentChunk gone = PinnedPages::coherent_chunk_dropped_by(memory.data); gone.fd >= 0) {
+    if (auto it = published_.find(gone.base); it != published_.end()) {
+      unpublish(it->second);
+      published_.erase(it);
+    }
+  }
+  PinnedPages::free_coherent(memory.data, memory.size);
 }
 
 uint64_t MemoryPublisher::pin(const void* addr, size_t len, pcie::PinAccess access) {
@@ -118,21 +121,26 @@ uint64_t MemoryPublisher::pin(const void* addr, size_t len, pcie::PinAccess acce
   std::lock_guard lock(mu_);
   Window w = PinnedPages::pin(addr, len, access);
   if (w.device == nullptr) return 0;
-  Published pub;
-  pub.base = w.base;
-  pub.length = w.length;
   if (w.base + w.length - 1 > pcie::kDmaAddressMask) {
-    PinnedPages::unpin(w.device);
+    PinnedPages::unpin(w.device, len);
     errno = EINVAL;
     return 0;
   }
-  if (!publish(w.base, w.pieces, &pub)) {
-    const int e = errno;
-    PinnedPages::unpin(w.device);
-    errno = e;
-    return 0;
+  // An arena chunk's view is published once, for every pin it will hold; a window of its own
+  // for its pin alone.
+  if (!w.arena_view || !published_.contains(w.base)) {
+    Published pub;
+    pub.base = w.base;
+    pub.length = w.length;
+    pub.arena = w.arena_view;
+    if (!publish(w.base, w.pieces, &pub)) {
+      const int e = errno;
+      PinnedPages::unpin(w.device, len);
+      errno = e;
+      return 0;
+    }
+    published_.emplace(pub.base, std::move(pub));
   }
-  published_.push_back(std::move(pub));
   return pcie::dma_address(slot_, reinterpret_cast<uint64_t>(w.device));
 }
 
@@ -140,19 +148,24 @@ void MemoryPublisher::unpin(uint64_t dma_addr, size_t len) {
   if (len == 0 || inherited() || pcie::dma_slot(dma_addr) != slot_) return;
   const uint64_t va = pcie::dma_va(dma_addr);
   std::lock_guard lock(mu_);
-  auto it = std::find_if(published_.begin(), published_.end(),
-                         [&](const Published& p) { return !p.coherent && va - p.base < p.length; });
-  if (it == published_.end()) return;
-  unpublish(*it);
-  const uint64_t base = it->base;
+  auto it = published_.upper_bound(va);
+  if (it == published_.begin()) return;
+  --it;
+  Published& p = it->second;
+  if (p.coherent || va - p.base >= p.length) return;
+  if (p.arena) {  // the view stays published for the chunk's other pins
+    PinnedPages::unpin(reinterpret_cast<const void*>(va), len);
+    return;
+  }
+  unpublish(p);
   published_.erase(it);
-  PinnedPages::unpin(reinterpret_cast<const void*>(base));
+  PinnedPages::unpin(reinterpret_cast<const void*>(va), len);
 }
 
 size_t MemoryPublisher::published_entries() const {
   std::lock_guard lock(mu_);
   size_t n = 0;
-  for (const Published& p : published_) n += p.entries.size();
+  for (const auto& [base, p] : published_) n += p.entries.size();
   return n;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -31,8 +32,9 @@ class MemoryPublisher {
   MemoryPublisher(const MemoryPublisher&) = delete;
   MemoryPublisher& operator=(const MemoryPublisher&) = delete;
 
-  // A memfd mapped MAP_SHARED, MADV_DONTFORK, zeroed, whole pages (at least one), published.
-  // Invalid with errno on failure.
+  // A buffer of PinnedPages::alloc_coherent (memfd-backed, MADV_DONTFORK, zeroed; its size
+  // rounded as CoherentPool::rounded), in a chunk published whole when it was made. Invalid with
+  // errno on failure.
   pcie::DmaMemory alloc_coherent(size_t bytes);
   void free_coherent(const pcie::DmaMemory& memory);
 
@@ -53,6 +55,7 @@ class MemoryPublisher {
     uint64_t base = 0;
     uint64_t length = 0;
     bool coherent = false;
+    bool arena = false;  // an arena chunk's view, shared by many pins
     std::vector<uint32_t> entries;
   };
   [[nodiscard]] bool inherited() const { return PinnedPages::fork_generation() != fork_generation_; }
@@ -64,7 +67,7 @@ class MemoryPublisher {
   uint32_t slot_;
   uint64_t fork_generation_;  // PinnedPages::fork_generation() when made: another one is a child's
   std::vector<uint32_t> free_entries_;
-  std::vector<Published> published_;
+  std::map<uint64_t, Published> published_;  // by base: unpin finds its pin in O(log n)
 };
 
 }  // namespace softhca::runtime

@@ -134,12 +134,12 @@ bool install_segv_handler() {
 
 // ---- Converting one run -----------------------------------------------------------------------
 
-// The run's bytes into job.fd, then job.fd mapped over it. Called with the run read-only.
+// The run's bytes into job.fd at job.offset, then the file mapped over it from there. Called with the run read-only.
 int to_memfd(const Job& job) {
   void* const at = reinterpret_cast<void*>(job.start);
   const size_t len = job.end - job.start;
-  if (!sys_write_all(job.fd, static_cast<const uint8_t*>(at), len, 0)) return errno != 0 ? errno : EIO;
-  if (sys_mmap(at, len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, 0) == MAP_FAILED) return errno;
+  if (!sys_write_all(job.fd, static_cast<const uint8_t*>(at), len, job.offset)) return errno != 0 ? errno : EIO;
+  if (sys_mmap(at, len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, job.offset) == MAP_FAILED) return errno;
   return 0;
 }
 

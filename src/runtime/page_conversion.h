@@ -9,7 +9,7 @@
 namespace softhca::runtime::page_conversion {
 
 enum class Target : uint8_t {
-  kMemfd,    // copy the run into `fd` from offset 0 and map fd there, shared
+  kMemfd,    // copy the run into `fd` from `offset` and map fd (from there) over it, shared
   kPrivate,  // the run maps `fd` from `offset`: copy that into private anonymous pages mapped there
 };
 
@@ -19,7 +19,7 @@ struct Job {
   int prot = 0;  // the run's protection, kept
   Target target = Target::kMemfd;
   int fd = -1;
-  uint64_t offset = 0;  // kPrivate: file offset of start
+  uint64_t offset = 0;  // file offset of start
   int error = 0;        // written only after the run is done (the Job may live in the run)
 };
 

@@ -1,9 +1,12 @@
 // The lines of /proc/self/maps, read without allocation (the fork child of a multithreaded process
 // may call it): start, end, protection, shared flag, file offset, inode, and whether the file is a
-// softhca memfd. Leaves out the device numbers and other paths. Units: virtual addresses, bytes.
+// softhca memfd; and the mappings of one range alone through PROCMAP_QUERY (Linux 6.11), with the
+// device number instead of the name. Leaves out other paths. Units: virtual addresses, bytes.
 #pragma once
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,7 +19,7 @@ namespace softhca::runtime::proc_maps {
 
 // ---- /proc/self/maps --------------------------------------------------------------------------
 
-inline constexpr std::string_view kOurMemfdPrefix = "/memfd:softhca-";  // the names shared_memory.cc gives
+inline constexpr std::string_view kOurMemfdPrefix = "/memfd:softhca-";  // the names pinned_pages.cc and coherent_memory.cc give
 
 struct Mapping {
   uint64_t start = 0;
@@ -26,6 +29,8 @@ struct Mapping {
   int prot = 0;
   bool shared = false;
   bool ours_by_name = false;  // a memfd named softhca-*: ours if the inode is one of our memfds
+  uint64_t dev = 0;            // the file's device (PROCMAP_QUERY only; 0 from the text)
+  bool heap = false;           // the process's brk heap ("[heap]"): no thread's stack is ever in it
 };
 
 inline uint64_t parse_number(const char*& p, const char* end, int base) {
@@ -57,6 +62,7 @@ inline bool parse_mapping(const char* p, const char* end, Mapping* m) {
   while (p < end && *p == ' ') ++p;
   const std::string_view path(p, static_cast<size_t>(end - p));
   m->ours_by_name = path.substr(0, kOurMemfdPrefix.size()) == kOurMemfdPrefix;
+  m->heap = path == "[heap]";
   return true;
 }
 
@@ -91,6 +97,67 @@ bool for_each_mapping(char* buf, size_t cap, F&& f) {
   }
   ::close(fd);
   return true;
+}
+
+// ---- PROCMAP_QUERY ---------------------------------------------------------------------------
+
+// struct procmap_query of <linux/fs.h> (Linux 6.11; Debian 12's headers predate it).
+struct ProcmapQuery {
+  uint64_t size;
+  uint64_t query_flags;
+  uint64_t query_addr;
+  uint64_t vma_start;
+  uint64_t vma_end;
+  uint64_t vma_flags;
+  uint64_t vma_page_size;
+  uint64_t vma_offset;  // bytes
+  uint64_t inode;
+  uint32_t dev_major;
+  uint32_t dev_minor;
+  uint32_t vma_name_size;
+  uint32_t build_id_size;
+  uint64_t vma_name_addr;
+  uint64_t build_id_addr;
+};
+static_assert(sizeof(ProcmapQuery) == 104);
+inline constexpr unsigned long kProcmapQuery = 0xc0686611;  // _IOWR('f', 17, struct procmap_query)
+inline constexpr uint64_t kQueryReadable = 0x01, kQueryWritable = 0x02, kQueryExecutable = 0x04,
+                          kQueryShared = 0x08, kQueryCoveringOrNext = 0x10;
+
+// Calls f(const Mapping&) for every mapping that intersects [start, end), in address order, with
+// one ioctl each on maps_fd (an open /proc/self/maps): the cost follows the mappings of the range,
+// not of the process. 1 when done; 0 when the kernel has no PROCMAP_QUERY (nothing was called: use
+// for_each_mapping); -1 with errno.
+template <class F>
+int for_each_mapping_in(int maps_fd, uint64_t start, uint64_t end, F&& f) {
+  char name[4096];  // PATH_MAX: a shorter buffer fails the query for a long path
+  for (uint64_t at = start; at < end;) {
+    ProcmapQuery q{};
+    q.size = sizeof(q);
+    q.query_flags = kQueryCoveringOrNext;
+    q.query_addr = at;
+    q.vma_name_addr = reinterpret_cast<uint64_t>(name);
+    q.vma_name_size = sizeof(name);
+    if (::ioctl(maps_fd, kProcmapQuery, &q) != 0) {
+      if (errno == ENOENT) return 1;  // no mapping at or above `at`
+      if (errno == ENOTTY && at == start) return 0;
+      return -1;
+    }
+    if (q.vma_start >= end) return 1;
+    Mapping m;
+    m.start = q.vma_start;
+    m.end = q.vma_end;
+    m.offset = q.vma_offset;
+    m.inode = q.inode;
+    m.prot = ((q.vma_flags & kQueryReadable) ? PROT_READ : 0) | ((q.vma_flags & kQueryWritable) ? PROT_WRITE : 0) |
+             ((q.vma_flags & kQueryExecutable) ? PROT_EXEC : 0);
+    m.shared = (q.vma_flags & kQueryShared) != 0;
+    m.dev = q.inode != 0 ? makedev(q.dev_major, q.dev_minor) : 0;
+    m.heap = q.vma_name_size > 0 && std::string_view(name, std::strlen(name)) == "[heap]";
+    f(m);
+    at = q.vma_end;
+  }
+  return 1;
 }
 
 }  // namespace softhca::runtime::proc_maps

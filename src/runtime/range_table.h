@@ -9,8 +9,9 @@
 
 namespace softhca::runtime {
 
-// Published ranges per process. 2048 entries x 40 bytes = 80 KiB per slot; a registration uses one
-// entry per piece of its window (pinned_pages.h), a coherent buffer one entry.
+// Published ranges per process. 2048 entries x 40 bytes = 80 KiB per slot. A coherent chunk
+// (coherent_pool.h) or an arena chunk's view (pin_arena.h) takes one entry for all the buffers and
+// registrations in it; only a registration with a window of its own takes one entry per piece.
 inline constexpr uint32_t kRangeTableCapacity = 2048;
 
 // One published range: [va, va + length) of the owner is the memfd `fd` of the owner from `offset`.

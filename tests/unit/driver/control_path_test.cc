@@ -206,7 +206,7 @@ TEST(ControlPath, ModifyQpTranslatesTheAttributesAndKeepsQpStateOnlyOnSuccess) {
   EXPECT_EQ(q.qp_state, IBV_QPS_RTR);
   EXPECT_EQ(q.dest_qp_num, 0x123456u);
   EXPECT_EQ(q.ah_attr.dlid, 9);
-  EXPECT_EQ(q.cap.max_inline_data, 60u);
+  EXPECT_EQ(q.cap.max_inline_data, 12u);  // one SGE, legacy RC: a one-block WQE (qp_caps.cc)
   EXPECT_EQ(qi.qp_type, IBV_QPT_RC);
   EXPECT_EQ(qi.send_cq, qp->send_cq);
 }

@@ -216,25 +216,26 @@ TEST(PollCqWrap, TheOwnerBitFlipsOnEachPassOfTheRing) {
 TEST(PollCqSelective, OneCqeRetiresEveryUnsignaledWqeBeforeIt) {
   DeviceHarness h;
   ibv_cq* cq = h.cq();
-  ibv_qp* qp = h.qp(IBV_QPT_RC, 4, 1, 0, 0, false, cq);  // legacy RC: exactly 4 WRs fit
+  // Legacy RC, one SGE: one-block WQEs, and the smallest ring (16 blocks) holds exactly 16.
+  ibv_qp* qp = h.qp(IBV_QPT_RC, 16, 1, 0, 0, false, cq);
   h.to_rts(qp);
   std::array<uint8_t, 8> buf{};
   ibv_sge sge{addr_of(buf.data()), 8, 1};
   std::vector<ibv_send_wr> wrs;
-  for (uint64_t i = 0; i < 4; ++i) wrs.push_back(send_wr(10 + i, &sge, 1, IBV_WR_SEND, i == 3 ? IBV_SEND_SIGNALED : 0));
+  for (uint64_t i = 0; i < 16; ++i) wrs.push_back(send_wr(10 + i, &sge, 1, IBV_WR_SEND, i == 15 ? IBV_SEND_SIGNALED : 0));
   ibv_send_wr* bad = nullptr;
   ASSERT_EQ(post_send(qp, link(wrs), &bad), 0);
   EXPECT_EQ(ctrl_at(h.sq(qp)).fm_ce_se, 0);
-  EXPECT_EQ(ctrl_at(h.sq(qp) + 3 * 64).fm_ce_se, hwif::kCtrlCqUpdate);
+  EXPECT_EQ(ctrl_at(h.sq(qp) + 15 * 64).fm_ce_se, hwif::kCtrlCqUpdate);
   ibv_send_wr more = send_wr(20, &sge, 1);
   EXPECT_EQ(post_send(qp, &more, &bad), ENOMEM);
 
-  write_cqe(h.cqes(cq), 8, 0, req_cqe(qp, hwif::WqeOpcode::kSend, 3), hwif::CqeOpcode::kReq);
+  write_cqe(h.cqes(cq), 8, 0, req_cqe(qp, hwif::WqeOpcode::kSend, 15), hwif::CqeOpcode::kReq);
   std::array<ibv_wc, 4> wc{};
   ASSERT_EQ(poll_cq(cq, 4, wc.data()), 1);
-  EXPECT_EQ(wc[0].wr_id, 13u);
+  EXPECT_EQ(wc[0].wr_id, 25u);
   std::vector<ibv_send_wr> again;
-  for (uint64_t i = 0; i < 4; ++i) again.push_back(send_wr(30 + i, &sge, 1));
+  for (uint64_t i = 0; i < 16; ++i) again.push_back(send_wr(30 + i, &sge, 1));
   EXPECT_EQ(post_send(qp, link(again), &bad), 0);
 }
 

@@ -13,11 +13,11 @@ namespace {
 
 TEST(PostErrors, InlineDataAboveMaxInlineIsEnomemAndTheWrsBeforeItAreStillRung) {
   DeviceHarness h;
-  ibv_qp* qp = h.qp(IBV_QPT_RC);  // legacy RC, 1 SGE: max_inline_data 60
+  ibv_qp* qp = h.qp(IBV_QPT_RC);  // legacy RC, 1 SGE: one-block WQEs, max_inline_data 12
   h.to_rts(qp);
-  std::array<uint8_t, 61> payload{};
-  ibv_sge ok{addr_of(payload.data()), 60, 0};
-  ibv_sge big{addr_of(payload.data()), 61, 0};
+  std::array<uint8_t, 13> payload{};
+  ibv_sge ok{addr_of(payload.data()), 12, 0};
+  ibv_sge big{addr_of(payload.data()), 13, 0};
   std::vector<ibv_send_wr> wrs{send_wr(1, &ok, 1, IBV_WR_SEND, IBV_SEND_INLINE),
                                send_wr(2, &big, 1, IBV_WR_SEND, IBV_SEND_INLINE),
                                send_wr(3, &ok, 1, IBV_WR_SEND, IBV_SEND_INLINE)};
@@ -25,7 +25,7 @@ TEST(PostErrors, InlineDataAboveMaxInlineIsEnomemAndTheWrsBeforeItAreStillRung) 
   EXPECT_EQ(post_send(qp, link(wrs), &bad), ENOMEM);
   EXPECT_EQ(bad, &wrs[1]);
   ASSERT_EQ(h.dev.mmio.size(), 1u);  // the first WR alone: BlueFlame (inline, single)
-  EXPECT_EQ(h.qp_dbrec(qp)->sq_counter.get(), 2u);  // 16 + 4 + 60 = 80 B: 2 BBs
+  EXPECT_EQ(h.qp_dbrec(qp)->sq_counter.get(), 1u);  // 16 + 4 + 12 = 32 B: 1 BB
 }
 
 TEST(PostErrors, MoreSgesThanMaxSendSgeIsEnomemAsOnMlx5) {

@@ -24,21 +24,39 @@ ibv_qp_init_attr init_attr(ibv_cq* cq, ibv_qp_type type, uint32_t wr, uint32_t s
   return a;
 }
 
-TEST(QpCaps, LegacyRcWithOneSgeReports60BytesOfInlineIn256ByteWqes) {
+TEST(QpCaps, LegacyRcWithOneSgeReports12BytesOfInlineInOneBasicBlockPerWqe) {
   SendLayout l;
   ASSERT_EQ(compute_send_layout(hwif::QpType::kRc, 0, 64, 1, 0, l), 0);
-  EXPECT_EQ(l.overhead, 192u);
-  EXPECT_EQ(l.wqe_size, 256u);
-  EXPECT_EQ(l.max_inline, 60u);
+  EXPECT_EQ(l.overhead, 48u);  // ctrl + remote address + atomic: no room for a bind the device lacks
+  EXPECT_EQ(l.wqe_size, 64u);
+  EXPECT_EQ(l.max_inline, 12u);
 
   DeviceHarness h;
   ibv_qp_init_attr a = init_attr(h.cq(), IBV_QPT_RC, 64, 1, 0);
   ibv_qp* qp = create_qp(h.pd(), &a, 0);
   ASSERT_NE(qp, nullptr);
-  EXPECT_EQ(a.cap.max_inline_data, 60u);
+  EXPECT_EQ(a.cap.max_inline_data, 12u);
   EXPECT_EQ(a.cap.max_send_wr, 64u);
-  EXPECT_EQ(h.dev.qps.at(qp->qp_num).log_sq_bbs, 8u);  // 64 x 256 B = 256 BBs
+  EXPECT_EQ(h.dev.qps.at(qp->qp_num).log_sq_bbs, 6u);  // 64 x 64 B = 64 BBs
   EXPECT_EQ(destroy_qp(qp), 0);
+}
+
+TEST(QpCaps, ALegacyRcQpAtMaxQpWrFitsTheLargestRingAndOneMoreIsEinval) {
+  SendLayout l;
+  constexpr uint32_t kMaxQpWr = 1u << 14;  // hca/device_config.cc, R1
+  ASSERT_EQ(compute_send_layout(hwif::QpType::kRc, 0, kMaxQpWr, 1, 0, l), 0);
+  EXPECT_EQ(l.wqe_cnt, kMaxQpWr);  // one block each: within the 2^15 a 16-bit WQE index allows
+  EXPECT_EQ(l.max_post, kMaxQpWr);
+  DeviceHarness h;
+  ibv_qp_init_attr a = init_attr(h.cq(), IBV_QPT_RC, kMaxQpWr, 1, 0);
+  ibv_qp* qp = create_qp(h.pd(), &a, 0);
+  ASSERT_NE(qp, nullptr) << errno;
+  EXPECT_EQ(a.cap.max_send_wr, kMaxQpWr);
+  EXPECT_EQ(destroy_qp(qp), 0);
+  ibv_qp_init_attr over = init_attr(h.cq(), IBV_QPT_RC, kMaxQpWr + 1, 1, 0);
+  errno = 0;
+  EXPECT_EQ(create_qp(h.pd(), &over, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
 }
 
 TEST(QpCaps, ANewApiRcQpWithOnlyRdmaWriteAsking220GetsExactly220) {

@@ -1,8 +1,10 @@
 // What a process holds of softhca's memfds, as the kernel reports it: open file descriptors
-// (/proc/<pid>/fd) and mapped bytes (/proc/<pid>/maps) of memfds whose name starts with a prefix.
+// (/proc/<pid>/fd), mapped bytes (/proc/<pid>/maps) and the pages they hold, of memfds whose name
+// starts with a prefix.
 // For tests that check that pages are given back. Units: bytes.
 #pragma once
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -44,6 +46,27 @@ inline uint64_t mapped_memfd_bytes(const std::string& prefix = kPinMemfd, pid_t 
     unsigned long long start = 0, end = 0;
     if (std::sscanf(line.c_str(), "%llx-%llx", &start, &end) == 2) total += end - start;
   }
+  return total;
+}
+
+// Bytes of memory held by the memfds named prefix* that `pid` (0: this process) has open: the pages
+// the files hold (their blocks), whatever maps them. A sparse file holds only what was written.
+inline uint64_t held_memfd_bytes(const std::string& prefix = kPinMemfd, pid_t pid = 0) {
+  const std::string dir = "/proc/" + (pid == 0 ? std::string("self") : std::to_string(pid)) + "/fd";
+  uint64_t total = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string path = dir + "/" + e->d_name;
+    char target[256];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (std::string(target).compare(0, prefix.size(), prefix) != 0) continue;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) total += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  ::closedir(d);
   return total;
 }
 

@@ -14,13 +14,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "memfd_census.h"
+#include "runtime/coherent_pool.h"
 #include "pcie/host_bridge.h"
 #include "runtime/peer_memory.h"
+#include "runtime/pin_arena.h"
+#include "runtime/pinned_pages.h"
 
 namespace softhca::runtime {
 namespace {
@@ -39,10 +43,24 @@ struct Segment {
   std::atomic<uint64_t> child_dma;
 };
 
-Segment* map_segment() {
-  void* p = ::mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<Segment*>(p);  // zeroed: empty tables
-}
+// The segment of a test, unmapped when the test ends: declared before the publishers, it outlives
+// them (a publisher unpublishes what it still publishes, an arena chunk's view for one, when it goes).
+class SegmentMapping {
+ public:
+  SegmentMapping() {
+    void* p = ::mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    seg_ = p == MAP_FAILED ? nullptr : static_cast<Segment*>(p);  // zeroed: empty tables
+  }
+  ~SegmentMapping() {
+    if (seg_ != nullptr) ::munmap(seg_, sizeof(Segment));
+  }
+  SegmentMapping(const SegmentMapping&) = delete;
+  SegmentMapping& operator=(const SegmentMapping&) = delete;
+  [[nodiscard]] Segment* get() const { return seg_; }
+
+ private:
+  Segment* seg_ = nullptr;
+};
 
 // A PeerMemory acting as `me`, resolving slot s to tables[s] and the pid pids[s].
 PeerMemory make_peer(Segment* seg, uint32_t me, std::vector<pid_t> pids) {
@@ -93,7 +111,8 @@ void expect_same_memory(PeerMemory& peer, uint64_t dma, uint8_t* local, size_t n
 }
 
 TEST(MemoryPublisher, APinsDmaAddressNamesItsWindowWhichPeersAndTheOwnerReachAsTheSamePages) {
-  Segment* seg = map_segment();
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   // Resolving as another slot of this same process: the path a peer takes, through /proc/<pid>/fd.
@@ -101,6 +120,7 @@ TEST(MemoryPublisher, APinsDmaAddressNamesItsWindowWhichPeersAndTheOwnerReachAsT
   PeerMemory self = make_peer(seg, kMySlot, {0, ::getpid(), 0});
   std::vector<uint8_t> heap(10000);
   fill(heap.data(), heap.size(), 3);
+  const uint64_t held_before = test::held_memfd_bytes();
   const uint64_t dma = pub.pin(heap.data(), heap.size(), PinAccess::kWrite);
   ASSERT_NE(dma, 0u) << std::strerror(errno);
   EXPECT_EQ(pcie::dma_slot(dma), kMySlot);
@@ -112,23 +132,26 @@ TEST(MemoryPublisher, APinsDmaAddressNamesItsWindowWhichPeersAndTheOwnerReachAsT
   ASSERT_EQ(own.size(), heap.size());
   EXPECT_EQ(own.data(), reinterpret_cast<uint8_t*>(pcie::dma_va(dma)));
   EXPECT_EQ(std::memcmp(own.data(), heap.data(), heap.size()), 0);
-  // A second pin of the same range is a window of its own.
+  // A second pin of the same range reaches the same pages at the same address of the same view.
+  const size_t entries = pub.published_entries();
+  EXPECT_EQ(entries, 1u) << "the arena chunk's view, once";
   const uint64_t again = pub.pin(heap.data(), heap.size(), PinAccess::kRead);
   ASSERT_NE(again, 0u);
-  EXPECT_NE(again, dma);
-  EXPECT_TRUE(peer_matches(peer, again, heap.data(), heap.size()));
+  EXPECT_EQ(again, dma);
+  EXPECT_EQ(pub.published_entries(), entries);
   pub.unpin(again, heap.size());
   EXPECT_TRUE(peer_matches(peer, dma, heap.data(), heap.size())) << "the first pin is untouched";
   pub.unpin(dma, heap.size());
-  EXPECT_EQ(pub.published_entries(), 0u);
+  EXPECT_EQ(test::held_memfd_bytes(), held_before) << "the pages went back (the view stays for the next pin)";
+  EXPECT_TRUE(filled(heap.data(), heap.size(), 3));
   // A zero-length pin reaches nothing and pins nothing.
   EXPECT_EQ(pub.pin(heap.data(), 0, PinAccess::kWrite), pcie::dma_address(kMySlot, reinterpret_cast<uint64_t>(heap.data())));
-  EXPECT_EQ(pub.published_entries(), 0u);
-  ::munmap(seg, sizeof(Segment));
+  EXPECT_EQ(pub.published_entries(), entries);
 }
 
 TEST(MemoryPublisher, RefusedPinsGiveTheErrnoRealVerbsGiveAndPublishNothing) {
-  Segment* seg = map_segment();
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   void* shared = ::mmap(nullptr, page(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -147,75 +170,130 @@ TEST(MemoryPublisher, RefusedPinsGiveTheErrnoRealVerbsGiveAndPublishNothing) {
   pub.unpin(dma, 64);
   ::munmap(ro, page());
   ::munmap(shared, page());
-  ::munmap(seg, sizeof(Segment));
 }
 
-TEST(MemoryPublisher, CoherentMemoryIsPublishedAndAnUnpinUnpublishesAtOnce) {
-  Segment* seg = map_segment();
+TEST(MemoryPublisher, CoherentMemoryIsPublishedAndAnUnpinnedRangeIsGoneForPeersAtOnce) {
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
   pcie::DmaMemory ring = pub.alloc_coherent(100);
   ASSERT_TRUE(ring.valid());
-  EXPECT_EQ(ring.size, page());
+  EXPECT_EQ(ring.size, 128u);  // a small block of a shared chunk
   EXPECT_EQ(ring.dma_addr, pcie::dma_address(kMySlot, reinterpret_cast<uint64_t>(ring.data)));
   expect_same_memory(peer, ring.dma_addr, ring.data, ring.size);
 
   auto* buf = static_cast<uint8_t*>(std::malloc(5000));
   fill(buf, 5000, 9);
+  const uint64_t held_before = test::held_memfd_bytes();
   const uint64_t dma = pub.pin(buf, 5000, PinAccess::kWrite);
   ASSERT_NE(dma, 0u);
   EXPECT_TRUE(peer_matches(peer, dma, buf, 5000));
   pub.unpin(dma, 5000);
-  EXPECT_TRUE(peer.map(dma, 5000).empty() && peer.map(dma + 4999, 1).empty()) << "unpublished";
+  // The arena chunk's view stays published for its other pins, but the pages are given back (a
+  // peer's device reaches them only through a key, which deregistration removed first).
+  EXPECT_EQ(test::held_memfd_bytes(), held_before);
   EXPECT_TRUE(filled(buf, 5000, 9));  // still this process's memory, contents intact
   std::free(buf);
 
+  // A small buffer's chunk stays published for the next one; a buffer with a chunk of its own is
+  // unpublished when it is freed.
+  const size_t entries = pub.published_entries();
   pub.free_coherent(ring);
-  EXPECT_TRUE(peer.map(ring.dma_addr, 8).empty());
-  ::munmap(seg, sizeof(Segment));
+  EXPECT_EQ(pub.published_entries(), entries);
+  pcie::DmaMemory big = pub.alloc_coherent(CoherentPool::kOwnChunkAbove + 1);
+  ASSERT_TRUE(big.valid());
+  EXPECT_EQ(pub.published_entries(), entries + 1);
+  expect_same_memory(peer, big.dma_addr, big.data, 4096);
+  pub.free_coherent(big);
+  EXPECT_EQ(pub.published_entries(), entries);
+  peer.drop_unpublished();
+  EXPECT_TRUE(peer.map(big.dma_addr, 8).empty());
 }
 
-TEST(MemoryPublisher, APeerUnmapsWhatItCachedOfAnUnpinnedRangeAtItsNextDropUnpublished) {
-  Segment* seg = map_segment();
+TEST(MemoryPublisher, PinsShareOnePeerMappingOfTheirChunkAndUnpinningFreesThePagesUnderIt) {
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
-  const size_t len = 16 * page();
+  // Two blocks of the arena (pages go back by blocks): one pinned throughout, one pinned and
+  // unpinned.
+  constexpr size_t kBlock = PinArena::kBlockBytes;
+  const size_t len = 4 * kBlock;
   auto* app = static_cast<uint8_t*>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(app, MAP_FAILED);
-  const uint64_t kept = pub.pin(app, page(), PinAccess::kWrite);  // stays pinned throughout
-  const uint64_t dma = pub.pin(app + page(), len - page(), PinAccess::kWrite);
+  std::memset(app, 0x3c, len);
+  uint8_t* const first = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(app) + kBlock - 1) / kBlock * kBlock);
+  ASSERT_EQ(::munmap(first + 2 * kBlock, app + len - (first + 2 * kBlock)), 0);  // the two blocks alone
+  const uint64_t held_before = test::held_memfd_bytes();
+  const uint64_t kept = pub.pin(first, page(), PinAccess::kWrite);  // stays pinned throughout
+  const uint64_t dma = pub.pin(first + kBlock, kBlock, PinAccess::kWrite);
   ASSERT_TRUE(kept != 0 && dma != 0);
+  EXPECT_EQ(dma, kept + kBlock) << "neighbours in the application, neighbours in the view";
   ASSERT_NE(peer_byte(peer, kept), nullptr);
   ASSERT_NE(peer_byte(peer, dma), nullptr);
-  EXPECT_EQ(peer.mapped_ranges(), 2u);
-  peer.drop_unpublished();
-  EXPECT_EQ(peer.mapped_ranges(), 2u) << "nothing was unpublished";
+  EXPECT_EQ(peer.mapped_ranges(), 1u) << "one mapping of the chunk for both";
+  // Outside the brk heap a pin converts its own pages only (pinned_pages.h).
+  EXPECT_EQ(test::held_memfd_bytes(), held_before + page() + kBlock);
 
-  const uint64_t mapped = test::mapped_memfd_bytes();
-  pub.unpin(dma, len - page());
-  // Expect: the peer's mapping of the unpinned range goes at its next drop_unpublished() (the end
-  // of its next device entry), with no lookup of that range, and nothing else goes with it.
+  pub.unpin(dma, kBlock);
+  // Expect: the second block's pages go back at once, although the peer's mapping of the chunk
+  // stays; the kept page's block is untouched.
   peer.drop_unpublished();
   EXPECT_EQ(peer.mapped_ranges(), 1u);
-  EXPECT_EQ(peer.mapped_bytes(), page());
-  // This process's maps: the application's pages and the window (both given back) and the peer's
-  // mapping are gone; what stays is the kept page, its window and the peer's view of it.
-  EXPECT_EQ(test::mapped_memfd_bytes(), mapped - 3 * (len - page()));
-  EXPECT_EQ(test::mapped_memfd_bytes(), 3 * page());
-  EXPECT_NE(peer_byte(peer, kept), nullptr);
+  EXPECT_EQ(test::held_memfd_bytes(), held_before + page());
+  EXPECT_EQ(*peer_byte(peer, kept), 0x3c);
+  EXPECT_EQ(first[kBlock], 0x3c) << "the application's pages are its own again, contents kept";
   pub.unpin(kept, page());
+  EXPECT_EQ(test::held_memfd_bytes(), held_before);
+  ::munmap(first, 2 * kBlock);
+  if (first != app) ::munmap(app, static_cast<size_t>(first - app));
+}
+
+TEST(MemoryPublisher, APinWithAWindowOfItsOwnIsUnpublishedAndAPeerDropsItsMappingAtItsNextDrop) {
+  // A window of its own: pages in two chunks. The first page is pinned, replaced by new memory
+  // (its offsets in the first chunk stay the old pin's) and pinned again, into a second chunk;
+  // a pin of that page and the next then spans both chunks.
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
+  ASSERT_NE(seg, nullptr);
+  MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
+  PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
+  auto* app = static_cast<uint8_t*>(::mmap(nullptr, 2 * page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(app, MAP_FAILED);
+  const uint64_t old = pub.pin(app, page(), PinAccess::kWrite);
+  ASSERT_NE(old, 0u);
+  ASSERT_EQ(::mmap(app, page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), app);
+  const uint64_t moved = pub.pin(app, page(), PinAccess::kWrite);
+  ASSERT_NE(moved, 0u);
+  const size_t entries = pub.published_entries();
+  const uint64_t both = pub.pin(app, 2 * page(), PinAccess::kWrite);
+  ASSERT_NE(both, 0u) << std::strerror(errno);
+  EXPECT_EQ(pub.published_entries(), entries + 2) << "a window of two pieces";
+  EXPECT_EQ(PinnedPages::usage().windows, 1u);
+  app[page() + 3] = 0x19;
+  ASSERT_NE(peer_byte(peer, both + page() + 3), nullptr);
+  EXPECT_EQ(*peer_byte(peer, both + page() + 3), 0x19);
+  const size_t ranges = peer.mapped_ranges();
+  pub.unpin(both, 2 * page());
+  EXPECT_EQ(pub.published_entries(), entries);
+  EXPECT_EQ(PinnedPages::usage().windows, 0u);
+  // Expect: the peer's mapping of the window goes at its next drop_unpublished(), nothing else.
   peer.drop_unpublished();
-  EXPECT_EQ(peer.mapped_ranges(), 0u);
-  EXPECT_EQ(test::mapped_memfd_bytes(), 0u);
-  EXPECT_EQ(test::open_memfds(), 0);
-  ::munmap(app, len);
-  ::munmap(seg, sizeof(Segment));
+  EXPECT_EQ(peer.mapped_ranges(), ranges - 1);
+  EXPECT_TRUE(peer.map(both, 1).empty());
+  EXPECT_EQ(app[page() + 3], 0x19);
+  pub.unpin(moved, page());
+  pub.unpin(old, page());
+  EXPECT_EQ(PinnedPages::usage().arena_bytes, 0u);
+  ::munmap(app, 2 * page());
 }
 
 TEST(MemoryPublisher, AnUnmappedThenRemappedRangeKeepsItsOldPagesForTheOldPinAndANewPinGetsTheNew) {
-  Segment* seg = map_segment();
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
@@ -242,16 +320,18 @@ TEST(MemoryPublisher, AnUnmappedThenRemappedRangeKeepsItsOldPagesForTheOldPinAnd
   ASSERT_NE(fresh, 0u);
   EXPECT_NE(fresh, dma);
   expect_same_memory(peer, fresh, p, len);
+  const uint64_t held_with_both = test::held_memfd_bytes();
   pub.unpin(dma, len);
-  EXPECT_TRUE(peer.map(dma, 1).empty());
+  // At least the old pages (with them, any neighbours their block converted) went back.
+  EXPECT_LE(test::held_memfd_bytes(), held_with_both - len) << "the old pages went back";
   expect_same_memory(peer, fresh, p, len);
   pub.unpin(fresh, len);
   ::munmap(p, len);
-  ::munmap(seg, sizeof(Segment));
 }
 
 TEST(MemoryPublisher, AForkChildHasNoneOfItsParentsPeerViewsAndForgettingThemUnmapsNothingOfItsOwn) {
-  Segment* seg = map_segment();
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   PeerMemory peer = make_peer(seg, kPeerSlot, {0, ::getpid(), 0});
@@ -280,7 +360,6 @@ TEST(MemoryPublisher, AForkChildHasNoneOfItsParentsPeerViewsAndForgettingThemUnm
   EXPECT_EQ(WEXITSTATUS(status), 0) << "see the child's steps";
   EXPECT_EQ(peer_byte(peer, dma), view) << "the parent's view is untouched";
   pub.unpin(dma, buf.size());
-  ::munmap(seg, sizeof(Segment));
 }
 
 // Child side of the fork test; returns the exit code (no gtest in the child).
@@ -312,7 +391,8 @@ int fork_child(Segment* seg, uint8_t* parent_buf, size_t n, uint64_t parent_dma)
 }
 
 TEST(MemoryPublisher, AForkChildGetsPrivateCopiesAndPeersOfEitherSideSeeEachOthersWrites) {
-  Segment* seg = map_segment();
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
   ASSERT_NE(seg, nullptr);
   MemoryPublisher pub(seg->tables[kMySlot], kMySlot);
   constexpr size_t kBytes = 9000;
@@ -345,7 +425,6 @@ TEST(MemoryPublisher, AForkChildGetsPrivateCopiesAndPeersOfEitherSideSeeEachOthe
   EXPECT_EQ(buf[1], 0xc1) << "the child's write through the peer mapping is lost";
   pub.unpin(dma, kBytes);
   std::free(buf);
-  ::munmap(seg, sizeof(Segment));
 }
 
 // A slot freed and taken by the next process (HostSegment::detach / free_dead_slot clear it): the
@@ -353,7 +432,8 @@ TEST(MemoryPublisher, AForkChildGetsPrivateCopiesAndPeersOfEitherSideSeeEachOthe
 // one, so a peer that did not see the old process go (it left cleanly) maps the new one's ranges
 // afresh instead of writing into the old one's pages.
 TEST(RangeTableReuse, ASlotClearedForItsNextProcessNeverRepeatsAGenerationAPeerCached) {
-  Segment* seg = map_segment();
+  const SegmentMapping mapping;
+  Segment* seg = mapping.get();
   ASSERT_NE(seg, nullptr);
   RangeTable& t = seg->tables[kMySlot];
   RangeSnapshot first;
@@ -374,7 +454,6 @@ TEST(RangeTableReuse, ASlotClearedForItsNextProcessNeverRepeatsAGenerationAPeerC
   const auto got = t.read(0);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->fd, 4);
-  ::munmap(seg, sizeof(Segment));
 }
 
 }  // namespace

@@ -20,12 +20,15 @@
 #include <vector>
 
 #include "memfd_census.h"
+#include "runtime/coherent_pool.h"
 #include "runtime/page_conversion.h"
+#include "runtime/pin_arena.h"
 
 namespace softhca::runtime {
 namespace {
 
 using pcie::PinAccess;
+using test::held_memfd_bytes;
 using test::mapped_memfd_bytes;
 using test::open_memfds;
 using test::private_page;
@@ -68,10 +71,12 @@ TEST(PinnedPages, APinGivesASecondMappingOfTheSamePagesAtAnAddressTheApplication
     const Window w = PinnedPages::pin(p, n, PinAccess::kWrite);
     ASSERT_NE(w.device, nullptr) << std::strerror(errno);
     EXPECT_EQ(w.base % page(), 0u);
-    EXPECT_EQ(w.device, reinterpret_cast<uint8_t*>(w.base) + reinterpret_cast<uintptr_t>(p) % page());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w.device) % page(), reinterpret_cast<uintptr_t>(p) % page());
+    EXPECT_TRUE(w.arena_view) << "a small run goes into the arena";
     EXPECT_TRUE(filled(p, n, seed));
     expect_same_memory(w.device, p, n);
-    EXPECT_TRUE(PinnedPages::unpin(w.device + n - 1));  // any address inside names the window
+    EXPECT_FALSE(PinnedPages::unpin(w.device + 4 * PinArena::kBlockBytes, n)) << "pages no pin uses";
+    EXPECT_TRUE(PinnedPages::unpin(w.device, n));
     EXPECT_TRUE(filled(p, n, seed));
     EXPECT_TRUE(private_page(p)) << test::mapping_of(p);
   };
@@ -83,7 +88,7 @@ TEST(PinnedPages, APinGivesASecondMappingOfTheSamePagesAtAnAddressTheApplication
     check(stack_buffer, sizeof(stack_buffer), 5);
   });
   on_stack.join();
-  EXPECT_FALSE(PinnedPages::unpin(heap.data())) << "an application address is no window";
+  EXPECT_FALSE(PinnedPages::unpin(heap.data(), 1)) << "an application address is no window";
 }
 
 TEST(PinnedPages, WriteAccessOnPagesTheApplicationCannotWriteIsEfaultAndReadAccessStillWorks) {
@@ -101,7 +106,8 @@ TEST(PinnedPages, WriteAccessOnPagesTheApplicationCannotWriteIsEfaultAndReadAcce
   const Window w = PinnedPages::pin(rw, 2 * page(), PinAccess::kRead);
   ASSERT_NE(w.device, nullptr) << std::strerror(errno);
   EXPECT_TRUE(filled(w.device, 2 * page(), 8));
-  EXPECT_TRUE(PinnedPages::unpin(w.device));
+  EXPECT_TRUE(PinnedPages::unpin(w.device, 2 * page()));
+  const int fds_after = open_memfds();  // the arena's first chunk may be new: it stays
 
   // Half writable, half not: the whole range needs write access.
   ASSERT_EQ(::mprotect(rw, page(), PROT_READ | PROT_WRITE), 0);
@@ -129,11 +135,13 @@ TEST(PinnedPages, WriteAccessOnPagesTheApplicationCannotWriteIsEfaultAndReadAcce
   EXPECT_EQ(PinnedPages::pin(three, 3 * page(), PinAccess::kRead).device, nullptr);
   EXPECT_EQ(errno, EFAULT);
   ::munmap(three, 3 * page());
-  EXPECT_EQ(open_memfds(), fds_before);
+  EXPECT_EQ(open_memfds(), fds_after);
   EXPECT_EQ(PinnedPages::usage().windows, 0u);
+  EXPECT_EQ(PinnedPages::usage().arena_bytes, 0u);
 }
 
 TEST(PinnedPages, TheWindowKeepsThePinnedPagesWhenTheApplicationProtectsUnmapsOrRemapsItsRange) {
+  const uint64_t held_before = held_memfd_bytes();
   uint8_t* app = map_anonymous(3 * page());
   ASSERT_NE(app, nullptr);
   fill(app, 3 * page(), 1);
@@ -158,41 +166,42 @@ TEST(PinnedPages, TheWindowKeepsThePinnedPagesWhenTheApplicationProtectsUnmapsOr
   EXPECT_EQ(third[2], 0) << "the write reached the new mapping";
   EXPECT_EQ(w.device[2 * page() + 2], 0x7c);
 
-  EXPECT_TRUE(PinnedPages::unpin(w.device));
+  EXPECT_TRUE(PinnedPages::unpin(w.device, 3 * page()));
   EXPECT_EQ(first[10], 0x5a) << "given back with the device's write in it";
   EXPECT_TRUE(private_page(first));
   ::munmap(first, page());
   ::munmap(third, page());
-  EXPECT_EQ(PinnedPages::usage().memfds, 0u);
+  EXPECT_EQ(PinnedPages::usage().arena_bytes, 0u);
+  EXPECT_EQ(held_memfd_bytes(), held_before) << "the unmapped page went back too";
 }
 
-TEST(PinnedPages, UnpinningGivesThePagesBackPrivateWithTheirContentsAndClosesTheMemfd) {
-  const int fds_before = open_memfds();
-  const uint64_t mapped_before = mapped_memfd_bytes();
+TEST(PinnedPages, UnpinningGivesThePagesBackPrivateWithTheirContentsAndFreesThem) {
+  const uint64_t held_before = held_memfd_bytes();
   uint8_t* app = map_anonymous(4 * page());
   ASSERT_NE(app, nullptr);
   fill(app, 4 * page(), 2);
   const Window w = PinnedPages::pin(app + 100, 3 * page(), PinAccess::kWrite);
   ASSERT_NE(w.device, nullptr) << std::strerror(errno);
-  EXPECT_EQ(w.length, 4 * page());  // rounded out to whole pages
-  EXPECT_EQ(open_memfds(), fds_before + 1);
-  EXPECT_EQ(mapped_memfd_bytes(), mapped_before + 2 * w.length) << "the application's pages and the window";
+  EXPECT_TRUE(w.arena_view);
+  // The whole mapping is converted (its pages up to the pin's blocks), and the blocks counted.
+  EXPECT_GE(held_memfd_bytes(), held_before + 4 * page()) << "rounded out to whole pages";
   EXPECT_FALSE(private_page(app));
+  EXPECT_FALSE(private_page(app + 3 * page()));
   const PinnedPages::Usage held = PinnedPages::usage();
-  EXPECT_EQ(held.windows, 1u);
-  EXPECT_EQ(held.window_bytes, 4 * page());
+  EXPECT_EQ(held.windows, 0u) << "no window of its own: the chunk's view";
+  EXPECT_GE(held.arena_bytes, PinArena::kBlockBytes);
+  EXPECT_EQ(held.arena_bytes % PinArena::kBlockBytes, 0u);
 
-  EXPECT_TRUE(PinnedPages::unpin(w.device));
-  EXPECT_EQ(open_memfds(), fds_before);
-  EXPECT_EQ(mapped_memfd_bytes(), mapped_before);
+  EXPECT_TRUE(PinnedPages::unpin(w.device, 3 * page()));
+  EXPECT_EQ(held_memfd_bytes(), held_before);
   for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(private_page(app + i * page())) << test::mapping_of(app + i * page());
   EXPECT_TRUE(filled(app, 4 * page(), 2));
-  EXPECT_EQ(PinnedPages::usage().windows, 0u);
+  EXPECT_EQ(PinnedPages::usage().arena_bytes, 0u);
   ::munmap(app, 4 * page());
 }
 
-TEST(PinnedPages, PinsOfTheSamePagesShareTheirMemfdUntilTheLastIsUnpinned) {
-  const int fds_before = open_memfds();
+TEST(PinnedPages, PinsOfTheSamePagesShareThemUntilTheLastIsUnpinned) {
+  const uint64_t held_before = held_memfd_bytes();
   uint8_t* app = map_anonymous(3 * page());
   ASSERT_NE(app, nullptr);
   fill(app, 3 * page(), 3);
@@ -200,42 +209,88 @@ TEST(PinnedPages, PinsOfTheSamePagesShareTheirMemfdUntilTheLastIsUnpinned) {
   const Window middle = PinnedPages::pin(app + page(), page(), PinAccess::kRead);
   ASSERT_NE(whole.device, nullptr);
   ASSERT_NE(middle.device, nullptr);
-  EXPECT_NE(middle.device, whole.device + page()) << "a window of its own";
-  EXPECT_EQ(open_memfds(), fds_before + 1) << "converted once";
-  EXPECT_TRUE(PinnedPages::unpin(whole.device));
-  EXPECT_EQ(open_memfds(), fds_before + 1) << "the middle page is still pinned";
+  EXPECT_EQ(middle.device, whole.device + page()) << "the same pages of the same view";
+  const uint64_t held_both = held_memfd_bytes();
+  EXPECT_GE(held_both, held_before + 3 * page()) << "converted once";
+  EXPECT_TRUE(PinnedPages::unpin(whole.device, 3 * page()));
+  // Pages go back by blocks: the middle page's pin keeps its block, neighbours included.
+  EXPECT_EQ(held_memfd_bytes(), held_both) << "the middle page is still pinned";
   app[page() + 5] = 0x42;  // the application's store reaches the device's view
   EXPECT_EQ(middle.device[5], 0x42);
-  EXPECT_TRUE(PinnedPages::unpin(middle.device));
-  EXPECT_EQ(open_memfds(), fds_before);
+  EXPECT_TRUE(PinnedPages::unpin(middle.device, page()));
+  EXPECT_EQ(held_memfd_bytes(), held_before);
   EXPECT_TRUE(private_page(app + page()));
 
   // Pinned again after being given back: converted again, the same memory once more.
   const Window again = PinnedPages::pin(app, 3 * page(), PinAccess::kWrite);
   ASSERT_NE(again.device, nullptr) << std::strerror(errno);
   expect_same_memory(again.device, app, 3 * page());
-  EXPECT_TRUE(PinnedPages::unpin(again.device));
+  EXPECT_TRUE(PinnedPages::unpin(again.device, 3 * page()));
   ::munmap(app, 3 * page());
 }
 
-TEST(PinnedPages, CyclesOfMapPinUnpinUnmapOfALargeBufferLeaveNoMemfdAndNoMappingBehind) {
+TEST(PinnedPages, CyclesOfMapPinUnpinUnmapOfALargeBufferLeaveNoPagesBehind) {
   constexpr size_t kBytes = size_t{32} << 20;
-  const int fds_before = open_memfds();
-  const uint64_t mapped_before = mapped_memfd_bytes();
+  const uint64_t held_before = held_memfd_bytes();
   for (int cycle = 0; cycle < 8; ++cycle) {
     uint8_t* app = map_anonymous(kBytes);
     ASSERT_NE(app, nullptr);
-    app[0] = static_cast<uint8_t>(cycle);
+    std::memset(app, cycle + 1, kBytes);
     const Window w = PinnedPages::pin(app, kBytes, PinAccess::kWrite);
     ASSERT_NE(w.device, nullptr) << std::strerror(errno);
-    EXPECT_EQ(w.device[0], cycle);
-    EXPECT_TRUE(PinnedPages::unpin(w.device));
+    EXPECT_EQ(w.device[kBytes - 1], cycle + 1);
+    EXPECT_TRUE(PinnedPages::unpin(w.device, kBytes));
     ASSERT_EQ(::munmap(app, kBytes), 0);
-    // Expect: after each cycle, nothing of it is held (no open memfd, no mapped byte).
-    EXPECT_EQ(open_memfds(), fds_before) << "cycle " << cycle;
-    EXPECT_EQ(mapped_memfd_bytes(), mapped_before) << "cycle " << cycle;
+    // Expect: after each cycle, nothing of it is held.
+    EXPECT_EQ(held_memfd_bytes(), held_before) << "cycle " << cycle;
   }
-  EXPECT_EQ(PinnedPages::usage().memfds, 0u);
+  EXPECT_EQ(PinnedPages::usage().arena_bytes, 0u);
+  EXPECT_EQ(PinnedPages::usage().windows, 0u);
+}
+
+TEST(PinnedPages, NeighbouringRegistrationsLeaveOneMergedMappingAndNoMemfdEach) {
+  // 512 one-page buffers side by side, each pinned alone (what 512 ibv_reg_mr calls on malloc'd
+  // pages do): the kernel merges the converted pages into one mapping, and no pin opens a file.
+  constexpr size_t kBuffers = 512;
+  uint8_t* app = map_anonymous(kBuffers * page());
+  ASSERT_NE(app, nullptr);
+  std::memset(app, 9, kBuffers * page());
+  const int fds_before = open_memfds();
+  std::vector<Window> w(kBuffers);
+  for (size_t i = 0; i < kBuffers; ++i) {
+    w[i] = PinnedPages::pin(app + i * page(), page(), PinAccess::kWrite);
+    ASSERT_NE(w[i].device, nullptr) << i << ": " << std::strerror(errno);
+  }
+  EXPECT_LE(open_memfds(), fds_before + 1) << "at most one new chunk";
+  const std::string first = test::mapping_of(app);
+  EXPECT_EQ(first, test::mapping_of(app + (kBuffers - 1) * page())) << "one mapping for all";
+  for (size_t i = 0; i < kBuffers; ++i) EXPECT_EQ(w[i].device, w[0].device + i * page());
+  for (size_t i = 0; i < kBuffers; i += 2) ASSERT_TRUE(PinnedPages::unpin(w[i].device, page()));
+  for (size_t i = 1; i < kBuffers; i += 2) ASSERT_TRUE(PinnedPages::unpin(w[i].device, page()));
+  EXPECT_TRUE(private_page(app));
+  EXPECT_EQ(PinnedPages::usage().arena_bytes, 0u);
+  ::munmap(app, kBuffers * page());
+}
+
+TEST(PinnedPages, NewMemoryRegisteredAtTheAddressOfAStillPinnedRangeGoesToAnotherChunk) {
+  uint8_t* app = map_anonymous(page());
+  ASSERT_NE(app, nullptr);
+  app[0] = 1;
+  const Window old = PinnedPages::pin(app, page(), PinAccess::kWrite);
+  ASSERT_NE(old.device, nullptr);
+  ASSERT_EQ(::mmap(app, page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), app);
+  app[0] = 2;
+  const Window fresh = PinnedPages::pin(app, page(), PinAccess::kWrite);
+  ASSERT_NE(fresh.device, nullptr) << std::strerror(errno);
+  EXPECT_NE(fresh.base, old.base) << "the offsets of the first chunk are the old pages'";
+  EXPECT_EQ(old.device[0], 1);
+  EXPECT_EQ(fresh.device[0], 2);
+  EXPECT_TRUE(PinnedPages::unpin(old.device, page()));
+  EXPECT_EQ(app[0], 2) << "giving the old pages back left the new mapping alone";
+  EXPECT_TRUE(PinnedPages::unpin(fresh.device, page()));
+  EXPECT_TRUE(private_page(app));
+  EXPECT_EQ(app[0], 2);
+  ::munmap(app, page());
 }
 
 // A thread increments a counter as fast as it can while `act` runs on this thread (a pin or an
@@ -274,7 +329,7 @@ TEST(PinnedPages, AWriterHammeringAPageLosesNoIncrementWhileItIsPinnedOrGivenBac
     Window w;
     hammer_while(counter, [&] { w = PinnedPages::pin(counter, sizeof(*counter), PinAccess::kWrite); });
     ASSERT_NE(w.device, nullptr);
-    hammer_while(counter, [&] { EXPECT_TRUE(PinnedPages::unpin(w.device)); });
+    hammer_while(counter, [&] { EXPECT_TRUE(PinnedPages::unpin(w.device, sizeof(*counter))); });
     if (HasFailure()) break;
     EXPECT_TRUE(filled(p, page() - 64, static_cast<uint8_t>(round)));
     EXPECT_TRUE(private_page(p));
@@ -284,21 +339,52 @@ TEST(PinnedPages, AWriterHammeringAPageLosesNoIncrementWhileItIsPinnedOrGivenBac
   auto* heap_counter = new std::atomic<uint64_t>(0);
   Window w;
   hammer_while(heap_counter, [&] { w = PinnedPages::pin(heap_counter, sizeof(*heap_counter), PinAccess::kWrite); });
-  hammer_while(heap_counter, [&] { EXPECT_TRUE(PinnedPages::unpin(w.device)); });
+  hammer_while(heap_counter, [&] { EXPECT_TRUE(PinnedPages::unpin(w.device, sizeof(*heap_counter))); });
   delete heap_counter;
   // How often the writer actually hit a read-only page depends on scheduling: reported, not asserted.
   RecordProperty("faults_waited", std::to_string(page_conversion::faults_waited()));
 }
 
-TEST(PinnedPages, CoherentMemoryIsZeroedSharedPagesWhoseMemfdClosesWhenFreed) {
-  const int fds_before = open_memfds("/memfd:softhca-coherent");
-  WindowPiece piece;
-  uint8_t* ring = PinnedPages::alloc_coherent(100, &piece);
+TEST(PinnedPages, CoherentBuffersShareAChunkAndComeBackZeroedWithoutANewMemfd) {
+  PinnedPages::CoherentChunk chunk, chunk2;
+  size_t size = 0, size2 = 0;
+  uint8_t* dbrec = PinnedPages::alloc_coherent(64, &size, &chunk);
+  ASSERT_NE(dbrec, nullptr) << std::strerror(errno);
+  EXPECT_EQ(size, 64u);  // a cache line, not a page
+  const int fds = open_memfds("/memfd:softhca-coherent");
+  uint8_t* ring = PinnedPages::alloc_coherent(3 * page() - 5, &size2, &chunk2);
   ASSERT_NE(ring, nullptr) << std::strerror(errno);
-  EXPECT_EQ(piece.length, page());
-  for (size_t i = 0; i < page(); ++i) ASSERT_EQ(ring[i], 0) << i;
+  EXPECT_EQ(size2, 3 * page());
+  EXPECT_EQ(reinterpret_cast<uint64_t>(ring) % page(), 0u);
+  EXPECT_EQ(chunk2.base, chunk.base) << "one chunk for both";
+  EXPECT_EQ(open_memfds("/memfd:softhca-coherent"), fds) << "no memfd per buffer";
+  for (size_t i = 0; i < size2; ++i) ASSERT_EQ(ring[i], 0) << i;
+  std::memset(ring, 0xab, size2);
+  std::memset(dbrec, 0xcd, size);
+  PinnedPages::free_coherent(ring, size2);
+  PinnedPages::free_coherent(dbrec, size);
+  // The same places again (best fit, last freed first), zeroed.
+  uint8_t* ring_again = PinnedPages::alloc_coherent(3 * page(), &size2, &chunk2);
+  uint8_t* dbrec_again = PinnedPages::alloc_coherent(10, &size, &chunk);
+  ASSERT_EQ(ring_again, ring);
+  ASSERT_EQ(dbrec_again, dbrec);
+  for (size_t i = 0; i < size2; ++i) ASSERT_EQ(ring_again[i], 0) << i;
+  for (size_t i = 0; i < size; ++i) ASSERT_EQ(dbrec_again[i], 0) << i;
+  PinnedPages::free_coherent(ring_again, size2);
+  PinnedPages::free_coherent(dbrec_again, size);
+}
+
+TEST(PinnedPages, ACoherentBufferAboveAQuarterChunkHasAMemfdOfItsOwnClosedWhenFreed) {
+  const int fds_before = open_memfds("/memfd:softhca-coherent");
+  PinnedPages::CoherentChunk chunk;
+  size_t size = 0;
+  uint8_t* cq = PinnedPages::alloc_coherent(CoherentPool::kOwnChunkAbove + 1, &size, &chunk);
+  ASSERT_NE(cq, nullptr) << std::strerror(errno);
+  EXPECT_EQ(chunk.base, reinterpret_cast<uint64_t>(cq));
+  EXPECT_EQ(chunk.length, size);
   EXPECT_EQ(open_memfds("/memfd:softhca-coherent"), fds_before + 1);
-  PinnedPages::free_coherent(ring);
+  EXPECT_EQ(PinnedPages::coherent_chunk_dropped_by(cq).fd, chunk.fd);
+  PinnedPages::free_coherent(cq, size);
   EXPECT_EQ(open_memfds("/memfd:softhca-coherent"), fds_before);
 }
 
@@ -320,7 +406,7 @@ TEST(PinnedPages, AForkChildGetsPrivateCopiesOfPinnedPagesAndNoneOfTheParentsWin
   const Window w = PinnedPages::pin(pinned, n, PinAccess::kWrite);
   const Window v = PinnedPages::pin(given_back, n, PinAccess::kWrite);
   ASSERT_TRUE(w.device != nullptr && v.device != nullptr);
-  ASSERT_TRUE(PinnedPages::unpin(v.device));
+  ASSERT_TRUE(PinnedPages::unpin(v.device, n));
   const uint64_t generation = PinnedPages::fork_generation();
 
   const pid_t child = ::fork();
@@ -334,7 +420,7 @@ TEST(PinnedPages, AForkChildGetsPrivateCopiesOfPinnedPagesAndNoneOfTheParentsWin
   EXPECT_EQ(given_back[0], 6);
   EXPECT_EQ(w.device[0], 5);
   EXPECT_EQ(PinnedPages::fork_generation(), generation) << "the parent's state is still its own";
-  EXPECT_TRUE(PinnedPages::unpin(w.device));
+  EXPECT_TRUE(PinnedPages::unpin(w.device, n));
   ::munmap(pinned, n);
   ::munmap(given_back, n);
 }
