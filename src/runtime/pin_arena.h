@@ -21,9 +21,8 @@ class PinArena {
   static constexpr uint64_t kChunkBytes = uint64_t{64} << 30;
   // Longer runs, and runs that would cross a chunk's end, are not placed (their own memfd).
   static constexpr uint64_t kLargestRun = kChunkBytes / 4;
-  // Pins count whole blocks of the file; in the brk heap a registration also converts the private
-  // pages around it up to its blocks' bounds, so registrations of neighbouring buffers with
-  // unregistered bytes between them (malloc's headers) still leave one mapping, not two each.
+  // Pins count whole blocks of the file (a registration converts only its own pages: pinned_pages.cc
+  // kConvertHeapNeighbours says why).
   static constexpr uint64_t kBlockBytes = uint64_t{64} << 10;
   static constexpr int kNoRoom = -1;  // place(): every chunk has a page of the run in use
   static constexpr int kNever = -2;   // place(): the run cannot go into any chunk

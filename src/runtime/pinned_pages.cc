@@ -437,6 +437,12 @@ size_t PinnedPages::page_bytes() { return pinned::page_size(); }
 
 uint64_t PinnedPages::fork_generation() { return pinned::g_fork_generation.load(std::memory_order_relaxed); }
 
+// Off: between fork() and the child's fork handler, pages converted in place are still shared
+// with the parent, whose other threads keep running; for a registration's own pages that shares
+// only its data for that window, but converted neighbours in the heap carry malloc's headers, and
+// a parent thread's malloc then corrupted the child's heap (TwoProcessVerbs.AForkChild...).
+constexpr bool kConvertHeapNeighbours = false;
+
 Window PinnedPages::pin(const void* addr, size_t len, pcie::PinAccess access) {
   using namespace pinned;
   const auto va = reinterpret_cast<uint64_t>(addr);
@@ -451,19 +457,17 @@ Window PinnedPages::pin(const void* addr, size_t len, pcie::PinAccess access) {
   std::lock_guard lock(s.mu);
   std::vector<Span> spans;
   if (!collect_spans(s, start, end, access, &spans)) return {};
-  // In the brk heap, the private pages around the pin up to its blocks are converted with it (the
-  // arena counts whole blocks), so buffers with malloc's headers between them leave one mapping:
-  // spans of their own, dropped again after the conversion. Only there: no thread's stack is ever
-  // in the heap, while an anonymous mapping may have merged with one, and a thread whose own stack
-  // turns read-only under it has nowhere to take the fault (page_conversion.h).
+  // With kConvertHeapNeighbours, the private pages around the pin in the brk heap up to its blocks
+  // would be converted with it (spans of their own, dropped again after the conversion), so that
+  // buffers with malloc's headers between them left one mapping; it is off (above).
   Span below = spans.front();
   below.start = std::max(below.vma_start, PinArena::block_down(start));
   below.end = start;
-  const bool low = below.fd < 0 && below.heap && below.start < below.end;
+  const bool low = kConvertHeapNeighbours && below.fd < 0 && below.heap && below.start < below.end;
   Span above = spans.back();
   above.start = end;
   above.end = std::min(above.vma_end, PinArena::block_up(end));
-  const bool high = above.fd < 0 && above.heap && above.start < above.end;
+  const bool high = kConvertHeapNeighbours && above.fd < 0 && above.heap && above.start < above.end;
   std::vector<Span> work;
   work.reserve(spans.size() + 2);
   if (low) work.push_back(below);

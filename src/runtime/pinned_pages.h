@@ -38,9 +38,8 @@ struct Window {
 // they are; private runs are converted (copied into a memfd mapped over them, no concurrent store
 // lost): into the pin arena (pin_arena.h) at the run's own offset, so neighbouring registrations
 // leave one merged mapping and share one view, or, for a run above PinArena::kLargestRun, into a
-// memfd of its own. In the brk heap a run takes the private pages around it up to its 64 KiB
-// blocks with it (registrations of buffers with malloc's headers between them merge too); never
-// elsewhere, since an anonymous mapping may have merged with a thread's stack. When the pinned pages lie in one arena chunk at consecutive offsets the
+// memfd of its own. Only the run's own pages are converted (pinned_pages.cc
+// kConvertHeapNeighbours). When the pinned pages lie in one arena chunk at consecutive offsets the
 // window is that chunk's view (no new mapping); otherwise a window is reserved and each piece's
 // memfd mapped into it (shared, MADV_DONTFORK, writable only for PinAccess::kWrite). Errors:
 // EFAULT some page is not mapped, not readable, or (kWrite) not writable, as the kernel's pin of
