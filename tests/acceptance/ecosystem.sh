@@ -46,17 +46,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# need PROGRAM...: skipped (77) when one is missing, except in CI, which installs them all.
-need() {
-  local p
-  for p in "$@"; do
-    command -v "$p" >/dev/null && continue
-    [[ ${CI:-} == true ]] && { echo "FAIL: $p is not installed (.ci/packages.txt)"; exit 1; }
-    echo "SKIP: $p is not installed"
-    exit 77
-  done
-}
-
 rc=0
 failed() {
   echo "FAIL: $*"

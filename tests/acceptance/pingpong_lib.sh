@@ -13,6 +13,18 @@ preload_sanitizer_runtime() {
   done
 }
 
+# need PROGRAM...: (a name or a path) exits 77 (skipped) when one is missing, except in CI, which
+# installs them all (.ci/packages.txt): there a missing program fails the test.
+need() {
+  local p
+  for p in "$@"; do
+    command -v "$p" >/dev/null && continue
+    [[ ${CI:-} == true ]] && { echo "FAIL: $p is not installed (.ci/packages.txt)"; exit 1; }
+    echo "SKIP: $p is not installed"
+    exit 77
+  done
+}
+
 # A TCP port for the programs' out-of-band exchange, distinct per test run.
 pick_port() {
   echo $((20000 + ($$ * 7 + RANDOM) % 40000))

@@ -67,13 +67,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-need() {
-  local p
-  for p in "$@"; do
-    [[ -x $p ]] || { echo "SKIP: $p is not installed"; exit 77; }
-  done
-}
-
 rc=0
 failed() {
   echo "FAIL: $*"
