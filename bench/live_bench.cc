@@ -278,7 +278,9 @@ double pingpong(Endpoint& ep, bool initiator, uint64_t first, uint64_t n, std::v
 nlohmann::json percentiles(std::vector<double> v) {
   if (v.empty()) return nlohmann::json::object();
   std::sort(v.begin(), v.end());
-  const auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))] / 2e3; };
+  const auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))] / 2e3;
+  };
   return {{"p50", at(0.50)}, {"p99", at(0.99)}, {"p99_9", at(0.999)}, {"max", v.back() / 2e3}};
 }
 
