@@ -16,7 +16,7 @@ namespace {
 const sockaddr_ib& ib_of(const sockaddr_storage& ss) { return reinterpret_cast<const sockaddr_ib&>(ss); }
 
 constexpr uint64_t kPsMask = RDMA_IB_IP_PS_MASK;
-constexpr uint64_t kSidOf(uint16_t ps) { return uint64_t{ps} << 16; }
+constexpr uint64_t sid_base(uint16_t ps) { return uint64_t{ps} << 16; }
 
 }  // namespace
 
@@ -39,7 +39,7 @@ void set_ib_address(sockaddr_storage& ss, const ibv_gid& gid, uint64_t sid) {
 
 uint16_t ib_port_space(uint16_t id_ps, uint64_t sid, uint64_t mask) {
   const uint64_t named = sid & mask & kPsMask;
-  const auto names = [&](uint16_t ps) { return named == (kSidOf(ps) & mask & kPsMask); };
+  const auto names = [&](uint16_t ps) { return named == (sid_base(ps) & mask & kPsMask); };
   if (id_ps == RDMA_PS_IB && names(RDMA_PS_IB)) return RDMA_PS_IB;
   if ((id_ps == RDMA_PS_IB || id_ps == RDMA_PS_TCP) && names(RDMA_PS_TCP)) return RDMA_PS_TCP;
   if ((id_ps == RDMA_PS_IB || id_ps == RDMA_PS_UDP) && names(RDMA_PS_UDP)) return RDMA_PS_UDP;
