@@ -51,6 +51,19 @@ uint8_t* map_anonymous(size_t len, int prot = PROT_READ | PROT_WRITE) {
   return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
 
+// len bytes of fresh anonymous memory starting on a pin block (PinArena::kBlockBytes), so that
+// which pages share a block does not depend on where mmap put them; the rest is unmapped.
+uint8_t* map_block_aligned(size_t len) {
+  constexpr uint64_t kBlock = PinArena::kBlockBytes;
+  uint8_t* p = map_anonymous(len + kBlock);
+  if (p == nullptr) return nullptr;
+  auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uint64_t>(p) + kBlock - 1) / kBlock * kBlock);
+  if (aligned > p) ::munmap(p, static_cast<size_t>(aligned - p));
+  const size_t tail = static_cast<size_t>(p + len + kBlock - (aligned + len));
+  if (tail > 0) ::munmap(aligned + len, tail);
+  return aligned;
+}
+
 // The window's view is the very memory at `app`: a store through either shows in the other.
 void expect_same_memory(uint8_t* device, uint8_t* app, size_t n) {
   ASSERT_NE(device, app);
@@ -202,7 +215,8 @@ TEST(PinnedPages, UnpinningGivesThePagesBackPrivateWithTheirContentsAndFreesThem
 
 TEST(PinnedPages, PinsOfTheSamePagesShareThemUntilTheLastIsUnpinned) {
   const uint64_t held_before = held_memfd_bytes();
-  uint8_t* app = map_anonymous(3 * page());
+  // In one block: the middle page's pin then keeps all three converted (below).
+  uint8_t* app = map_block_aligned(3 * page());
   ASSERT_NE(app, nullptr);
   fill(app, 3 * page(), 3);
   const Window whole = PinnedPages::pin(app, 3 * page(), PinAccess::kWrite);
