@@ -3,6 +3,7 @@
 // read from there (it may wrap). Sizes in bytes; WQE positions in 64-byte basic blocks.
 #pragma once
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <span>
@@ -131,6 +132,17 @@ void copy_wrapped(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, 
 inline void copy_from_ring(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len) {
   if (offset >= ring.size() || len > ring.size() - offset) return copy_wrapped(ring, offset, dst, len);
   move_bytes(dst, ring.data() + offset, len);
+}
+// copy_from_ring() as a payload's placement (place_bytes): the last byte is stored last.
+inline void place_from_ring(std::span<const uint8_t> ring, uint32_t offset, uint8_t* dst, uint32_t len) {
+  if (offset >= ring.size() || len > ring.size() - offset) {
+    if (len == 0) return;
+    copy_wrapped(ring, offset, dst, len - 1);
+    const size_t last = (size_t{offset} + len - 1) % ring.size();
+    std::atomic_ref<uint8_t>(dst[len - 1]).store(ring[last], std::memory_order_release);
+    return;
+  }
+  place_bytes(dst, ring.data() + offset, len);
 }
 
 }  // namespace softhca::hca

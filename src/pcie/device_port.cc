@@ -1,5 +1,7 @@
 #include "pcie/device_port.h"
 
+#include "base/copy.h"
+
 #include <atomic>
 #include <bit>
 #include <cstring>
@@ -108,8 +110,9 @@ bool DevicePort::dma_write(uint64_t host_addr, const void* src, size_t len, TlpC
   count_write(host_addr, len, cause);
   const auto* s = static_cast<const uint8_t*>(src);
   return for_each_mapped(bridge_, host_addr, len, [&](std::span<uint8_t> piece) {
-    // memmove: the source may be host memory too (dma_read_in_place), even the same buffer.
-    std::memmove(piece.data(), s, piece.size());
+    // In address order, the last byte last (place_bytes); the source may be host memory too
+    // (dma_read_in_place), even the same buffer.
+    place_bytes(piece.data(), s, piece.size());
     s += piece.size();
   });
 }

@@ -88,9 +88,9 @@ bool Requester::express_write(const SendRecord& rec) {
   // may go on at once), then each packet is counted as the wire would have seen it.
   const auto len = static_cast<uint32_t>(w.length);
   if (len > 0 && w.is_inline) {
-    copy_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory, len);
+    place_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory, len);
   } else if (len > 0) {
-    move_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
+    place_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
   }
   ++dev_.stats_->express_writes;
   QueuePair* sender = dev_.tx_qp_;
@@ -157,11 +157,11 @@ uint32_t Requester::execute_write_run(uint32_t n) {
     if (!dest) break;
     const auto len = static_cast<uint32_t>(w.length);
     if (w.is_inline) {
-      copy_from_ring(ring, w.inline_offset, dest->memory, len);
+      place_from_ring(ring, w.inline_offset, dest->memory, len);
     } else {
       const std::span<const uint8_t> source = express_source(rec);
       if (source.empty()) break;
-      move_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
+      place_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
       dma.add_read(rec.sge0_host_addr, len);
     }
     dma.add_write(dest->host_addr, len);

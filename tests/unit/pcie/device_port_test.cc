@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "pcie/counters.h"
@@ -31,6 +33,58 @@ TEST(DevicePort, A64ByteDmaWriteOnMps256CostsOneMwrOf88WireBytes_P4) {
   EXPECT_EQ(s.tlps(TlpType::kMWr, TlpCause::kCqeWrite), 1u);
   EXPECT_EQ(s.at(TlpType::kMWr, TlpCause::kCqeWrite).wire_bytes, 88u);
   EXPECT_EQ(dst, src);
+}
+
+// A payload write lands in address order as far as a poller can tell: a reader that sees a
+// message's last byte sees every byte before it (Open MPI's eager RDMA polls a fragment's last
+// byte, then reads its header). Messages of 9 B to 4 KiB (every copy strategy of the C library's
+// memmove, some of which store the first bytes last), each with a fresh sequence number in its
+// first and last 8 bytes and in its last byte; the reader checks each head it sees.
+TEST(DevicePort, AReaderThatSeesAPayloadsLastByteSeesEveryByteBeforeIt) {
+  Counters counters;
+  PcieConfig config;
+  DevicePort port(counters, config);
+  constexpr size_t kMax = 4096;
+  alignas(64) static std::array<uint8_t, kMax + 64> slot{};
+  constexpr std::array<size_t, 8> kSizes{9, 16, 40, 100, 300, 777, 2100, kMax};
+  constexpr int kRounds = 4000;
+  std::atomic<uint64_t> torn{0};
+  std::atomic<int> ready{0};  // the writer reset the slot for this round
+  std::atomic<int> seen{0};   // the reader is done with this round
+  std::thread reader([&] {
+    for (int r = 1; r <= kRounds * static_cast<int>(kSizes.size()); ++r) {
+      const size_t len = kSizes[static_cast<size_t>(r - 1) % kSizes.size()];
+      const auto want = static_cast<uint8_t>(r);
+      while (ready.load(std::memory_order_acquire) != r) {
+      }
+      // Round r's last byte is r mod 256; the reset left r - 1 there.
+      while (std::atomic_ref<uint8_t>(slot[len - 1]).load(std::memory_order_acquire) != want) {
+      }
+      uint64_t head = 0;
+      std::memcpy(&head, slot.data(), sizeof head);
+      if (head != static_cast<uint64_t>(r)) torn.fetch_add(1, std::memory_order_relaxed);
+      seen.store(r, std::memory_order_release);
+    }
+  });
+  std::array<uint8_t, kMax> msg{};
+  for (int r = 1; r <= kRounds * static_cast<int>(kSizes.size()); ++r) {
+    const size_t len = kSizes[static_cast<size_t>(r - 1) % kSizes.size()];
+    const auto seq = static_cast<uint64_t>(r);
+    std::memset(msg.data(), 0xee, len);
+    std::memcpy(msg.data(), &seq, sizeof seq);
+    msg[len - 1] = static_cast<uint8_t>(r);
+    while (seen.load(std::memory_order_acquire) != r - 1) {
+    }
+    // The slot's old contents: the head of a stale round, a last byte that is not yet this one's.
+    const uint64_t stale = 0;
+    std::memcpy(slot.data(), &stale, sizeof stale);
+    std::atomic_ref<uint8_t>(slot[len - 1]).store(static_cast<uint8_t>(r - 1), std::memory_order_release);
+    ready.store(r, std::memory_order_release);
+    EXPECT_TRUE(port.dma_write(addr_of(slot.data()), msg.data(), len, TlpCause::kPayloadWrite));
+  }
+  reader.join();
+  // Expect: no round where the reader saw the last byte before the head.
+  EXPECT_EQ(torn.load(), 0u);
 }
 
 TEST(DevicePort, AReadIsSplitByMrrsAndItsCompletionsByCompletionSize) {
