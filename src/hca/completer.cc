@@ -3,6 +3,8 @@
 #include <bit>
 #include <optional>
 
+#include "hwif/uar.h"
+
 namespace softhca::hca {
 
 using namespace hwif;
@@ -144,18 +146,22 @@ void Completer::fail_cq(const QueuePair& qp, CompletionQueue& cq, uint32_t cqn) 
   dev_.defer_fatal(qp);
 }
 
-void Completer::arm(CompletionQueue& cq, bool solicited_only) {
-  // Only a CQE written after the arm raises the event (ibv_req_notify_cq(3): "upon the addition of
-  // a new CQ entry"; Linux rxe alike). CQEs already in the CQ do not: a consumer arms, then polls
-  // until empty. An event for them would be one the consumer takes for a later completion;
-  // perftest's latency tests, which share one channel between their send and receive CQs and poll
-  // once per event, then lose step with their peer.
+void Completer::arm(CompletionQueue& cq, uint32_t cqn, bool solicited_only, uint32_t ci) {
   cq.armed = true;
   cq.armed_solicited_only = solicited_only;
+  // CQEs written since the last event (while the CQ was not armed) that are past the arm's consumer
+  // index are completions nobody was told of: their event goes now (moderation does not hold it).
+  // One that already raised the event raises no second: a consumer that takes the event, arms, and
+  // then polls (perftest's latency tests, which poll once per event) stays in step. A
+  // solicited-only arm waits for the next solicited (or error) CQE.
+  const uint32_t unpolled = (cq.pi - ci) & kCqIndexMask;
+  const uint32_t since_event = cq.pi - cq.event_pi;
+  if (!solicited_only && unpolled != 0 && since_event != 0) raise_event(cq, cqn);
 }
 
 void Completer::raise_event(CompletionQueue& cq, uint32_t cqn) {
   cq.armed = false;
+  cq.event_pi = cq.pi;
   cq.mod_pending = 0;
   cq.mod_deadline = Picoseconds(-1);
   EventQueue* eq = dev_.eqs_.find(cq.eqn);

@@ -37,9 +37,11 @@ class Completer {
   void recv_done(QueuePair& qp, const RecvInfo& info);
   void recv_error(QueuePair& qp, uint16_t wqe_counter, hwif::CqeSyndrome syndrome);
 
-  // CQ arm doorbell: request an event for the next (solicited) CQE written from now on. The
-  // doorbell's consumer index is not needed for that (completer.cc says why).
-  void arm(CompletionQueue& cq, bool solicited_only);
+  // CQ arm doorbell, carrying the consumer index `ci` (mlx5_arm_cq): request an event for the
+  // next (solicited) CQE. A next-completion arm fires at once for CQEs written while the CQ was not
+  // armed and not yet polled (ci behind them), so that a consumer that polls until empty and then
+  // arms never loses the event for a CQE that came in between (completer.cc).
+  void arm(CompletionQueue& cq, uint32_t cqn, bool solicited_only, uint32_t ci);
   // The moderation period of an armed CQ ran out (Device::on_timer): its event goes now.
   void moderation_expired(CompletionQueue& cq, uint32_t cqn);
 

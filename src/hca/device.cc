@@ -125,7 +125,8 @@ void Device::on_cq_arm(uint32_t, uint64_t, const uint8_t* data, size_t len) {
   const auto words = load_as<std::array<Be32, 2>>(data);
   CompletionQueue* cq = cqs_.find(words[1].get() & 0xffffff);
   if (cq == nullptr) return;
-  Completer(*this).arm(*cq, (words[0].get() & kCqArmSolicited) != 0);
+  const uint32_t cqn = words[1].get() & 0xffffff;
+  Completer(*this).arm(*cq, cqn, (words[0].get() & kCqArmSolicited) != 0, words[0].get() & kCqIndexMask);
 }
 
 // ---- timers -----------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ struct DeviceState {
   // tracked for their DREQ, multicast groups (McastState); 10: async events (EQ consumer index and
   // held events, objects' async EQs, the port_down byte, the port_down drop counter); 11: CQ
   // timestamps and moderation
-  static constexpr uint32_t kVersion = 11;
+  static constexpr uint32_t kVersion = 12;
 
   uint64_t magic = 0;
   uint32_t version = 0;

@@ -54,6 +54,7 @@ struct CompletionQueue {
   uint16_t mod_period_us = 0;
   uint32_t mod_pending = 0;          // qualifying CQEs written since the arm, event not yet raised
   Picoseconds mod_deadline{-1};      // -1: no moderation timer running
+  uint32_t event_pi = 0;             // pi when the last completion event was raised (Completer::arm)
 };
 
 struct SharedReceiveQueue {

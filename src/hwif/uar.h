@@ -25,5 +25,6 @@ inline constexpr uint64_t bfreg_offset(uint32_t bfreg) { return kBfOffset + bfre
 
 // CQ arm doorbell value (two big-endian words): high = sn<<28 | cmd | ci, low = cqn.
 inline constexpr uint32_t kCqArmSolicited = 1u << 24;  // MLX5_CQ_DB_REQ_NOT_SOL; 0 = any completion
+inline constexpr uint32_t kCqIndexMask = 0xffffff;     // ci: the consumer index, 24 bits
 
 }  // namespace softhca::hwif

@@ -238,9 +238,9 @@ case $case_name in
     expect_exit client
     for test_name in "$@"; do
       case $test_name in
-        *_lat) pattern='^    latency  =  [0-9.]+ [mun]?s$' ;;
-        *_bw) pattern='^    (send_|recv_)?bw  =  [0-9.]+ [KMG]?B/sec$' ;;  # UC and UD: send and receive
-        *) pattern='^    msg_rate  =  [0-9.]+ [KM]?/sec$' ;;            # atomics
+        *_lat) pattern='^    latency  = +[0-9.]+ [mun]?s$' ;;
+        *_bw) pattern='^    (send_|recv_)?bw  = +[0-9.]+ [KMG]?B/sec$' ;;  # UC and UD: send and receive
+        *) pattern='^    msg_rate  = +[0-9.]+ [KM]?/sec$' ;;            # atomics
       esac
       grep -qx -- "$test_name:" "$out/client" || failed "client: no \"$test_name:\" line"
       grep -A1 -x -- "$test_name:" "$out/client" | grep -Eq -- "$pattern" ||

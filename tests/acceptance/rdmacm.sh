@@ -385,8 +385,8 @@ case $case_name in
     expect_exit client
     for test_name in "${tests[@]}"; do
       case $test_name in
-        rc_lat | rc_rdma_read_lat | rc_rdma_write_lat) pattern='^    latency  =  [0-9.]+ [mun]?s$' ;;
-        rc_bw | rc_bi_bw | rc_rdma_read_bw | rc_rdma_write_bw) pattern='^    bw  =  [0-9.]+ [KMG]?B/sec$' ;;
+        rc_lat | rc_rdma_read_lat | rc_rdma_write_lat) pattern='^    latency  = +[0-9.]+ [mun]?s$' ;;
+        rc_bw | rc_bi_bw | rc_rdma_read_bw | rc_rdma_write_bw) pattern='^    bw  = +[0-9.]+ [KMG]?B/sec$' ;;
         *) pattern="^$test_name:" ;;
       esac
       grep -qx -- "$test_name:" "$out/client" || failed "client: no \"$test_name:\" line"
