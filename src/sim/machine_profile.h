@@ -56,6 +56,7 @@ struct HcaParams {
   // is off the SEND's critical path (a doorbell-record read, when the RQ looked empty, stays on
   // it) [assumed; off in the built-in profiles].
   bool rq_prefetch = false;
+  uint32_t rx_buffer_bytes = 65536;  // the port's receive buffer: the credits of the link into it [assumed]
 };
 
 struct IbParams {
@@ -64,11 +65,17 @@ struct IbParams {
   uint32_t mtu_bytes = 4096; // W4: path MTU the workloads connect with
   double cable_ns = 5;      // propagation per cable (about 1 m of copper) [assumed]
   uint32_t packet_overhead_bytes = 0;  // link-level bytes per packet beyond LRH..VCRC [assumed]
+  // Link-level flow control (IBA 7.9.4: credits in 64-byte blocks): a receive buffer's space
+  // freed to the sender's credits for it being usable again (a flow-control packet) [assumed].
+  double credit_update_ns = 20;
 };
 
 struct SwitchParams {
   uint32_t hops = 1;   // switches between the two hosts (0: back to back) [assumed]
   double hop_ns = 90;  // W7: port-to-port latency of one switch
+  // Each input port's buffer (one VL): the credits a host's port may use towards the switch. The
+  // switch is output-queued: a packet waits at its egress port, in arrival order [assumed].
+  uint32_t input_buffer_bytes = 65536;
 };
 
 struct MachineProfile {

@@ -46,6 +46,9 @@ TimingParams derive_timing(const MachineProfile& p) {
   t.cable = ns_to_ps(p.ib.cable_ns);
   t.switch_hops = p.sw.hops;
   t.switch_hop = ns_to_ps(p.sw.hop_ns);
+  t.credit_update = ns_to_ps(p.ib.credit_update_ns);
+  t.switch_input_credits = p.sw.input_buffer_bytes / kIbCreditBytes;
+  t.hca_rx_credits = p.hca.rx_buffer_bytes / kIbCreditBytes;
   return t;
 }
 

@@ -46,7 +46,14 @@ struct TimingParams {
   Picoseconds cable{0};
   uint32_t switch_hops = 0;
   Picoseconds switch_hop{0};
+  // Link-level flow control (more than two hosts): buffers in 64-byte credits (IBA 7.9.4).
+  Picoseconds credit_update{0};
+  uint32_t switch_input_credits = 0;  // per input port of the switch
+  uint32_t hca_rx_credits = 0;        // per HCA port
 };
+
+// IBA 7.9.4: link-level flow control counts buffer space in blocks of 64 bytes.
+inline constexpr uint32_t kIbCreditBytes = 64;
 
 // Throws std::invalid_argument when the profile does not validate (machine_profile.h validate()).
 TimingParams derive_timing(const MachineProfile& p);
