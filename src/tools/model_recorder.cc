@@ -57,8 +57,10 @@ sim::TlpClass class_of(TlpType t) {
 
 }  // namespace
 
-ChainRecorder::ChainRecorder(std::vector<uint32_t> tag_pools)
-    : tag_pools_(std::move(tag_pools)), devices_(tag_pools_.size()), in_flight_(tag_pools_.size()) {}
+ChainRecorder::ChainRecorder(std::vector<uint32_t> tag_pools, uint32_t devices)
+    : tag_pools_(std::move(tag_pools)),
+      devices_(devices != 0 ? devices : tag_pools_.size()),
+      in_flight_(devices_.size()) {}
 
 ChainRecorder::Device& ChainRecorder::device(uint32_t d) {
   if (d >= devices_.size()) throw std::out_of_range("model recorder: an event of a device outside the model's hosts");
@@ -80,7 +82,7 @@ void ChainRecorder::begin(sim::ChainBuilder& out, const PostInfo& info) {
   Step cpu;
   cpu.kind = StepKind::kCpu;
   cpu.phase = Phase::kCpuBuild;
-  cpu.host = static_cast<uint8_t>(info.requester);
+  cpu.host = host_of(info.requester);
   cpu.index = info.thread;
   cpu.cost = info.cpu_cost;
   root_ = out.add(cpu);
@@ -106,7 +108,7 @@ uint32_t ChainRecorder::add_tlp(uint32_t d, const pcie::Tlp& tlp, Phase phase, u
   Step s;
   s.kind = StepKind::kTlp;
   s.phase = phase;
-  s.host = static_cast<uint8_t>(d);
+  s.host = host_of(d);
   s.dir = tlp.dir == pcie::Direction::kDownstream ? sim::LinkDir::kDown : sim::LinkDir::kUp;
   s.tlp_class = class_of(tlp.type);
   s.bytes = tlp.wire_bytes;
@@ -149,7 +151,7 @@ void ChainRecorder::start_wqe(Device& dev) {
   s.kind = StepKind::kHcaUnit;
   s.unit = sim::HcaUnit::kWqe;
   s.phase = Phase::kWqeFetch;
-  s.host = static_cast<uint8_t>(info_.requester);
+  s.host = host_of(info_.requester);
   s.acquire_pool = info_.qp_slots;
   // A WQE executed while the device handles a response (it waited for max_rd_atomic or a fence)
   // also waits for that response.
@@ -188,7 +190,7 @@ void ChainRecorder::on_read_tlp(uint32_t d, Device& dev, const pcie::Tlp& tlp, u
     }
     r.next_addr = tlp.address + tlp.read_bytes;
     r.mrd = add_tlp(d, tlp, r.phase, r.pred);
-    out_->at(r.mrd).acquire_pool = tag_pools_.at(d);
+    out_->at(r.mrd).acquire_pool = tag_pools_.at(host_of(d));
     return;
   }
   // A CplD answers the last MRd.
@@ -242,7 +244,7 @@ void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
       unit.kind = StepKind::kHcaUnit;
       unit.unit = sim::HcaUnit::kCompletion;
       unit.phase = Phase::kCqeWrite;
-      unit.host = static_cast<uint8_t>(d);
+      unit.host = host_of(d);
       // A requester CQE with no response to wait for (UC, UD) follows the request's last packet.
       const bool after_send = requester && !rx.active && dev.send.packet_last != kNoStep;
       const uint32_t u = out_->add(unit, after_send ? dev.send.packet_last : rx.tail != kNoStep ? rx.tail : cause_step);
@@ -287,8 +289,8 @@ uint32_t ChainRecorder::transmit(uint32_t d, uint32_t bytes, uint32_t dst, Phase
   Step pkt;
   pkt.kind = StepKind::kPacket;
   pkt.phase = phase;
-  pkt.host = static_cast<uint8_t>(d);
-  pkt.index = static_cast<uint16_t>(dst);
+  pkt.host = host_of(d);
+  pkt.index = host_of(dst);
   pkt.bytes = bytes;
   const uint32_t t = out_->add(pkt, p0, p1);
   device(dst);

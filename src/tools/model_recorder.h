@@ -9,9 +9,10 @@
 //   replies <- the packet that caused them; a CQE <- the completion unit <- the ACK or response
 //   (UC and UD, which have none: <- the request's last packet, once transmitted); with receive
 //   WQE prefetch, a receive WQE read <- the post, and the payload <- it and the packet.
-// Device i is host i. Lives in tools because it needs pcie, fabric and runtime types; the steps it
+// Device i is host i unless the post says otherwise (PostInfo::hosts). Lives in tools because it needs pcie, fabric and runtime types; the steps it
 // makes are sim's plain types.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -36,12 +37,17 @@ struct PostInfo {
   // receive CQE (SEND), else the last payload write into its memory (WRITE: perftest's
   // ib_write_lat polls the last byte of its buffer).
   uint32_t arrival_tag = 0;
+  // The host each of the runtime's devices stands for in this post (default: device i is host
+  // i): the many-host workloads run every exchange on devices 0 and 1 and place it between the
+  // two hosts it belongs to (docs/decisions.md D20a). Tag pools are per host.
+  std::array<uint32_t, 2> hosts{0, 1};
 };
 
 class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
  public:
-  // `tag_pools[h]`: the DMA read tag pool of host h (sim::TimingModel::tag_pool); one per device.
-  explicit ChainRecorder(std::vector<uint32_t> tag_pools);
+  // `tag_pools[h]`: the DMA read tag pool of host h (sim::TimingModel::tag_pool). `devices`: how
+  // many devices make events (0: one per host).
+  explicit ChainRecorder(std::vector<uint32_t> tag_pools, uint32_t devices = 0);
 
   // Starts recording a post into `out` (cleared first). Events outside begin()/end() are ignored.
   void begin(sim::ChainBuilder& out, const PostInfo& info);
@@ -107,6 +113,10 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   };
 
   Device& device(uint32_t d);
+  // The host device d stands for in the post being recorded (PostInfo::hosts).
+  [[nodiscard]] uint8_t host_of(uint32_t d) const {
+    return static_cast<uint8_t>(d < info_.hosts.size() ? info_.hosts[d] : d);
+  }
   void start_wqe(Device& dev);
   uint32_t hand_doorbell_to_hca(Device& dev);
   void close_mrd(Device& dev);
