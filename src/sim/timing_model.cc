@@ -148,12 +148,16 @@ struct StepState {
 
 // A chain's steps and their successors (CSR), checked once; shared by every placement of it.
 struct ChainTemplate {
-  std::vector<Step> steps;
+  struct Root {
+    uint32_t step;
+    Picoseconds lead;
+  };
+  size_t size = 0;  // steps
   std::vector<StepPlacement> place;
   std::vector<uint32_t> succ;        // successor steps, kSwitchEdge set when it is a switch egress
   std::vector<StepState> start;      // each step's state before placement (its predecessor count),
                                      // copied whole into each placement
-  std::vector<uint32_t> roots;       // steps with no predecessor
+  std::vector<Root> roots;           // steps with no predecessor, and their leads
 };
 
 // A chain being placed: its template and per-step placement state.
@@ -262,15 +266,16 @@ uint32_t TimingModel::take_chain() {
 std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder) {
   auto tpl = std::make_shared<ChainTemplate>();
   ChainTemplate& c = *tpl;
-  c.steps.swap(builder.steps());
-  builder.clear();
-  const size_t n = c.steps.size();
+  // The builder keeps its storage for the next chain; the template keeps what placing needs.
+  const std::vector<Step>& steps = builder.steps();
+  const size_t n = steps.size();
+  c.size = n;
   if (n >= kLocalEdge) throw std::length_error("sim::TimingModel: a chain of 2^30 steps or more");
   c.start.assign(n, StepState{});
   c.place.resize(n);
   std::vector<uint32_t> succ_count(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    const Step& s = c.steps[i];
+    const Step& s = steps[i];
     if (s.host >= hosts_.size()) throw std::out_of_range("sim::TimingModel: step on an unknown host");
     if (s.kind == StepKind::kCpu) {
       std::vector<uint32_t>& cpu = hosts_[s.host].cpu;
@@ -285,12 +290,12 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
       ++succ_count[p];
       ++c.start[i].pending;
     }
-    if (c.start[i].pending == 0) c.roots.push_back(static_cast<uint32_t>(i));
+    if (c.start[i].pending == 0) c.roots.push_back(ChainTemplate::Root{static_cast<uint32_t>(i), s.lead});
   }
   uint32_t edges = 0;
   for (size_t i = 0; i < n; ++i) {
     StepPlacement& pl = c.place[i];
-    const Step& s = c.steps[i];
+    const Step& s = steps[i];
     pl.succ_begin = pl.succ_end = edges;
     edges += succ_count[i];
     pl.kind = s.kind;
@@ -319,15 +324,16 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
   }
   c.succ.assign(edges, 0);
   for (size_t i = 0; i < n; ++i) {
-    for (uint32_t p : c.steps[i].preds) {
+    for (uint32_t p : steps[i].preds) {
       if (p == kNoStep) continue;
-      const Step& pred = c.steps[p];
-      const uint32_t flag = c.steps[i].kind == StepKind::kSwitchEgress                          ? kSwitchEdge
-                            : pred.kind == StepKind::kPacket && c.steps[i].host == pred.host ? kLocalEdge
-                                                                                              : 0;
+      const Step& pred = steps[p];
+      const uint32_t flag = steps[i].kind == StepKind::kSwitchEgress                          ? kSwitchEdge
+                            : pred.kind == StepKind::kPacket && steps[i].host == pred.host ? kLocalEdge
+                                                                                            : 0;
       c.succ[c.place[p].succ_end++] = static_cast<uint32_t>(i) | flag;
     }
   }
+  builder.clear();
   return tpl;
 }
 
@@ -349,7 +355,7 @@ void TimingModel::submit(ChainBuilder& builder, Picoseconds start, ChainListener
 
 void TimingModel::submit(const std::shared_ptr<const ChainTemplate>& tpl, Picoseconds start,
                          ChainListener* listener, uint32_t tag_base, std::vector<StepTimes>* times) {
-  const size_t n = tpl->steps.size();
+  const size_t n = tpl->size;
   if (n == 0) return;
   const uint32_t id = take_chain();
   Chain& c = *chains_[id];
@@ -365,9 +371,9 @@ void TimingModel::submit(const std::shared_ptr<const ChainTemplate>& tpl, Picose
   if (times != nullptr) times->assign(n, StepTimes{});
   if (staged_) c.tx_start.resize(n);
   ++active_;
-  for (uint32_t i : tpl->roots) {
-    c.state[i].ready = start;
-    schedule_step(id, i, start + tpl->steps[i].lead);
+  for (const ChainTemplate::Root& root : tpl->roots) {
+    c.state[root.step].ready = start;
+    schedule_step(id, root.step, start + root.lead);
   }
 }
 
