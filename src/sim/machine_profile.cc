@@ -66,6 +66,7 @@ const std::array kKeys = {
     ukey<&M::hca, &HcaParams::max_outstanding_reads>("hca.max_outstanding_reads", 1, 4096, "", "assumed"),
     ukey<&M::hca, &HcaParams::qp_wqes_in_flight>("hca.qp_wqes_in_flight", 1, 65536, "", "assumed"),
     bkey<&M::hca, &HcaParams::rq_prefetch>("hca.rq_prefetch", "assumed"),
+    bkey<&M::hca, &HcaParams::cut_through>("hca.cut_through", "assumed"),
     ukey<&M::hca, &HcaParams::rx_buffer_bytes>("hca.rx_buffer_bytes", 512, 1u << 26, "B", "assumed"),
     dkey<&M::ib, &IbParams::lane_gbps>("ib.lane_gbps", 0.1, 1000, "Gb/s", "W5"),
     ukey<&M::ib, &IbParams::width>("ib.width", 1, 12, "", "W5"),

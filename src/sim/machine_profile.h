@@ -57,6 +57,11 @@ struct HcaParams {
   // it) [assumed; off in the built-in profiles].
   bool rq_prefetch = false;
   uint32_t rx_buffer_bytes = 65536;  // the port's receive buffer: the credits of the link into it [assumed]
+  // Cut-through between the HCA's units: a packet's transmission starts once its payload's first
+  // completion has arrived and the rest will arrive before its tail leaves (not after the last
+  // completion); the responder writes each MPS piece once its bytes have arrived (not after the
+  // packet's tail) [assumed; off in the built-in profiles].
+  bool cut_through = false;
 };
 
 struct IbParams {

@@ -404,10 +404,7 @@ Picoseconds TimingModel::service_of(const Step& s) const {
   return Picoseconds(0);
 }
 
-Picoseconds TimingModel::ib_serialization(uint32_t bytes) const {
-  const uint64_t b = uint64_t{bytes} + params_.ib_packet_overhead_bytes;
-  return Picoseconds(static_cast<int64_t>((b * params_.ib_fs_per_byte + 999) / 1000));
-}
+Picoseconds TimingModel::ib_serialization(uint32_t bytes) const { return sim::ib_serialization(params_, bytes); }
 
 Picoseconds TimingModel::latency_of(const Step& s) const {
   switch (s.kind) {
@@ -537,7 +534,7 @@ inline void TimingModel::schedule_successors(Chain& c, uint32_t chain_id, const 
                                     : t.start + params_.hca_unit[static_cast<size_t>(HcaUnit::kTx)];
     }
     if (r > sj.ready) sj.ready = r;
-    if (--sj.pending == 0) schedule_step(chain_id, j, sj.ready + c.place[j].wait);
+    if (--sj.pending == 0) schedule_step(chain_id, j, not_before_now(sj.ready + c.place[j].wait));
   }
 }
 
@@ -545,7 +542,7 @@ void TimingModel::hand_result(Chain& c, uint32_t chain_id, uint32_t e, Picosecon
   const uint32_t j = c.succ[e] & ~kEdgeFlags;
   StepState& sj = c.state[j];
   if (r > sj.ready) sj.ready = r;
-  if (--sj.pending == 0) schedule_step(chain_id, j, sj.ready + c.place[j].wait);
+  if (--sj.pending == 0) schedule_step(chain_id, j, not_before_now(sj.ready + c.place[j].wait));
 }
 
 inline bool TimingModel::through_port(OutputPort& port, uint32_t credits, uint32_t blocks, const StepPlacement& s,
@@ -612,7 +609,8 @@ void TimingModel::run_packet_stage(uint32_t chain_id, uint32_t i) {
       if (!through_port(egress_ports_[s.dst], hosts_[s.dst].rx_credits, blocks, s, chain_id, i)) return;
       give_back(hosts_[s.host].switch_credits, now_ + s.service + params_.credit_update, blocks, 0);
       st.stage = kAtReceiver;
-      schedule_step(chain_id, i, now_ + s.service + params_.cable);
+      // At the head's arrival (a step cut through after it may start before the tail is in).
+      schedule_step(chain_id, i, now_ + params_.cable);
       return;
     }
     default: break;
@@ -621,7 +619,7 @@ void TimingModel::run_packet_stage(uint32_t chain_id, uint32_t i) {
   StepTimes t;
   t.ready = st.ready;
   t.start = c.tx_start[i];
-  t.done = servers_[r.rx].reserve(now_, rx_cost) + rx_cost;
+  t.done = servers_[r.rx].reserve(now_ + s.service, rx_cost) + rx_cost;  // once the tail is in
   t.arrive = t.done + s.latency;
   give_back(hosts_[s.dst].rx_credits, t.done + params_.credit_update, blocks, 0);
   ++steps_placed_;

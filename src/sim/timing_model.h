@@ -4,7 +4,8 @@
 // egress port per host between them.
 //
 // Rules (docs/timing-model.md):
-//  - a step is ready when all its predecessors' results have arrived, plus its own lead; a
+//  - a step is ready when all its predecessors' results have arrived, plus its own lead (negative
+//    for cut-through: never before the event that made it ready); a
 //    completion TLP also waits the completer's turnaround (rtt - 2 one_way);
 //  - it then takes its pool unit (tags, QP slots) and, for a TLP, its flow-control credits, waiting
 //    in order if they are not there; then its server, first come first served;
@@ -176,6 +177,9 @@ class TimingModel {
   // Hands the step's result to its successors; schedules those it was the last one missing.
   void schedule_successors(Chain& c, uint32_t chain_id, const StepPlacement& s, const StepTimes& t);
   void schedule_step(uint32_t chain, uint32_t step, Picoseconds at);
+  // A successor's time with a negative lead (cut-through) is never before the event that made it
+  // ready: the model places in time order.
+  [[nodiscard]] Picoseconds not_before_now(Picoseconds at) const { return at < now_ ? now_ : at; }
   void chain_done(Chain& c, uint32_t chain_id);
   uint32_t take_chain();
 

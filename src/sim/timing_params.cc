@@ -39,6 +39,7 @@ TimingParams derive_timing(const MachineProfile& p) {
   t.hca_unit[static_cast<size_t>(HcaUnit::kCompletion)] = ns_to_ps(p.hca.cqe_ns);
   t.max_outstanding_reads = p.hca.max_outstanding_reads;
   t.qp_wqes_in_flight = p.hca.qp_wqes_in_flight;
+  t.cut_through = p.hca.cut_through;
 
   t.ib_gbps = ib_data_gbps(p.ib.lane_gbps, p.ib.width);
   t.ib_fs_per_byte = femtoseconds_per_byte(t.ib_gbps);

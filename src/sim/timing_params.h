@@ -38,6 +38,7 @@ struct TimingParams {
   std::array<Picoseconds, kHcaUnitCount> hca_unit{};  // indexed by HcaUnit
   uint32_t max_outstanding_reads = 0;
   uint32_t qp_wqes_in_flight = 0;
+  bool cut_through = false;  // between the HCA's units (machine_profile.h HcaParams::cut_through)
 
   // InfiniBand
   uint64_t ib_fs_per_byte = 0;
@@ -54,6 +55,12 @@ struct TimingParams {
 
 // IBA 7.9.4: link-level flow control counts buffer space in blocks of 64 bytes.
 inline constexpr uint32_t kIbCreditBytes = 64;
+
+// A packet of `bytes` (LRH to VCRC) on the IB link: its bytes plus the link's per-packet overhead at
+// the link's data rate (W5), rounded up to whole picoseconds.
+[[nodiscard]] inline Picoseconds ib_serialization(const TimingParams& t, uint64_t bytes) {
+  return Picoseconds(static_cast<int64_t>(((bytes + t.ib_packet_overhead_bytes) * t.ib_fs_per_byte + 999) / 1000));
+}
 
 // Throws std::invalid_argument when the profile does not validate (machine_profile.h validate()).
 TimingParams derive_timing(const MachineProfile& p);

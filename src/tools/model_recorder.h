@@ -21,6 +21,7 @@
 #include "pcie/tlp.h"
 #include "runtime/runtime.h"
 #include "sim/chain.h"
+#include "sim/timing_params.h"
 #include "base/units.h"
 
 namespace softhca::tools {
@@ -58,6 +59,11 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   // a doorbell record for waits for the post that started the chain, not for the SEND's packet,
   // and the payload it places waits for both.
   void set_rq_prefetch(bool on) { rq_prefetch_ = on; }
+  // Cut-through between the HCA's units (the profile's hca.cut_through; `params` outlives the
+  // recorder, nullptr: off): a request packet waits for its payload's first completion and for
+  // its last one less the packet's serialization (a join with that negative lead); a responder's
+  // payload write waits for the packet less the serialization of the bytes after its piece.
+  void set_cut_through(const sim::TimingParams* params) { cut_through_ = params; }
   // After end(): whether PostInfo::arrival_tag found its step.
   [[nodiscard]] bool arrival_tagged() const { return arrival_tagged_; }
 
@@ -81,6 +87,7 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
     uint32_t wqe_index = 0;             // WQEs started so far
     uint32_t wqe_step = sim::kNoStep;   // the current WQE's parse step; kNoStep between WQEs
     uint32_t payload_last = sim::kNoStep;  // last payload CplD since the previous packet
+    uint32_t payload_first = sim::kNoStep;  // first payload CplD since the previous packet
     uint32_t packet_last = sim::kNoStep;   // the last request packet sent
   };
   // A device's receive side: what the packet it is handling made it do.
@@ -106,6 +113,8 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
     SendContext send;
     RxContext rx;
     ReadState read;
+    uint32_t rx_packet = sim::kNoStep;  // the request packet the device is handling (cut-through)
+    std::vector<std::pair<uint32_t, uint32_t>> rx_writes;  // its payload writes: (step, bytes)
   };
   struct InFlight {
     uint32_t arrival;  // the step after which the packet is at the destination port
@@ -121,6 +130,8 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   uint32_t hand_doorbell_to_hca(Device& dev);
   void close_mrd(Device& dev);
   void close_read(Device& dev);
+  // Cut-through: sets the leads of the payload writes of the packet the device was handling.
+  void close_rx_writes(Device& dev);
   void on_read_tlp(uint32_t d, Device& dev, const pcie::Tlp& tlp, uint32_t pred, sim::Phase phase);
   uint32_t add_tlp(uint32_t d, const pcie::Tlp& tlp, sim::Phase phase, uint32_t p0, uint32_t p1 = sim::kNoStep);
   uint32_t transmit(uint32_t d, uint32_t bytes, uint32_t dlid_device, sim::Phase phase, uint32_t p0, uint32_t p1);
@@ -139,6 +150,7 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   uint32_t doorbells_ = 0;
   uint32_t blueflame_lines_ = 0;
   bool rq_prefetch_ = false;
+  const sim::TimingParams* cut_through_ = nullptr;
 };
 
 }  // namespace softhca::tools
