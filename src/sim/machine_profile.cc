@@ -53,6 +53,7 @@ const std::array kKeys = {
     dkey<&M::pcie, &PcieParams::rtt_ns>("pcie.rtt_ns", 0, kMaxNs, "ns", "S2"),
     dkey<&M::pcie, &PcieParams::one_way_ns>("pcie.one_way_ns", 0, kMaxNs, "ns", "assumed"),
     dkey<&M::pcie, &PcieParams::fc_update_ns>("pcie.fc_update_ns", 0, kMaxNs, "ns", "assumed"),
+    dkey<&M::pcie, &PcieParams::rc_completion_gap_ns>("pcie.rc_completion_gap_ns", 0, kMaxNs, "ns", "P9, assumed"),
     ukey<&M::pcie, &PcieParams::rc_posted_hdr_credits>("pcie.rc_posted_hdr_credits", 1, kMaxCredits, "", "assumed"),
     ukey<&M::pcie, &PcieParams::rc_posted_data_credits>("pcie.rc_posted_data_credits", 1, kMaxCredits, "16 B", "assumed"),
     ukey<&M::pcie, &PcieParams::rc_nonposted_hdr_credits>("pcie.rc_nonposted_hdr_credits", 1, kMaxCredits, "", "assumed"),

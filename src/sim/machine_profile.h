@@ -35,6 +35,11 @@ struct PcieParams {
   double rtt_ns = 125;             // S2: a small DMA read's round trip, serialization excluded
   double one_way_ns = 62.5;        // a posted write's device<->memory latency [assumed: rtt/2]
   double fc_update_ns = 40;        // TLP arrival to its credits being usable again (UpdateFC) [assumed]
+  // The root complex returns one read's completions at least this far apart (its memory fetches,
+  // pipelined per read, not shared between reads): a lone read's latency grows by this per
+  // completion beyond the link's serialization, as pcie-bench measures (P9 in
+  // docs/published-figures.md; fitted there) [0: none, assumed].
+  double rc_completion_gap_ns = 0;
   uint32_t rc_posted_hdr_credits = 64;      // root complex -> device's posted budget [assumed]
   uint32_t rc_posted_data_credits = 512;    // 16-byte units [assumed]
   uint32_t rc_nonposted_hdr_credits = 64;   // read requests the root complex buffers [assumed]

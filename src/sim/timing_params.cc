@@ -26,6 +26,7 @@ TimingParams derive_timing(const MachineProfile& p) {
   t.pcie_one_way = ns_to_ps(p.pcie.one_way_ns);
   t.pcie_turnaround = ns_to_ps(p.pcie.rtt_ns) - 2 * t.pcie_one_way;
   t.fc_update = ns_to_ps(p.pcie.fc_update_ns);
+  t.rc_completion_gap = ns_to_ps(p.pcie.rc_completion_gap_ns);
   t.rc_posted_hdr_credits = p.pcie.rc_posted_hdr_credits;
   t.rc_posted_data_credits = p.pcie.rc_posted_data_credits;
   t.rc_nonposted_hdr_credits = p.pcie.rc_nonposted_hdr_credits;

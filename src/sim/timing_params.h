@@ -28,6 +28,7 @@ struct TimingParams {
   Picoseconds pcie_one_way{0};     // a TLP's last byte leaving one end to arriving at the other's core
   Picoseconds pcie_turnaround{0};  // read request arrival to its completion leaving (rtt - 2 one_way)
   Picoseconds fc_update{0};
+  Picoseconds rc_completion_gap{0};  // between one read's completions (k-th: k gaps after the first)
   uint32_t rc_posted_hdr_credits = 0;
   uint32_t rc_posted_data_credits = 0;
   uint32_t rc_nonposted_hdr_credits = 0;

@@ -46,6 +46,7 @@ class Fanout final : public sim::ChainListener {
     ensure_sim_runtime(profile);
     recorder_.set_rq_prefetch(profile.hca.rq_prefetch);
     recorder_.set_cut_through(profile.hca.cut_through ? &params_ : nullptr);
+    recorder_.set_completion_gap(params_.rc_completion_gap);
     make_flows();
     make_pairs(profile.ib.mtu_bytes);
     wrs_.resize(w.postlist);

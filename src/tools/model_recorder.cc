@@ -214,6 +214,7 @@ void ChainRecorder::on_read_tlp(uint32_t d, Device& dev, const pcie::Tlp& tlp, u
     if (!(r.open && r.cause == tlp.cause && r.next_addr == tlp.address)) {
       close_read(dev);
       r.open = true;
+      r.cplds = 0;
       r.cause = tlp.cause;
       r.pred = pred;
       r.phase = phase;
@@ -223,9 +224,11 @@ void ChainRecorder::on_read_tlp(uint32_t d, Device& dev, const pcie::Tlp& tlp, u
     out_->at(r.mrd).acquire_pool = tag_pools_.at(host_of(d));
     return;
   }
-  // A CplD answers the last MRd.
+  // A CplD answers the last MRd; the root complex spaces one read's completions (P9).
   const uint32_t mrd = r.mrd != kNoStep ? r.mrd : pred;
   r.last_cpld = add_tlp(d, tlp, r.phase, mrd);
+  out_->at(r.last_cpld).lead = completion_gap_ * r.cplds;
+  ++r.cplds;
 }
 
 void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {

@@ -64,6 +64,9 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   // its last one less the packet's serialization (a join with that negative lead); a responder's
   // payload write waits for the packet less the serialization of the bytes after its piece.
   void set_cut_through(const sim::TimingParams* params) { cut_through_ = params; }
+  // The root complex's spacing of one read's completions (the profile's pcie.rc_completion_gap_ns):
+  // the k-th completion of a transfer waits k gaps more.
+  void set_completion_gap(Picoseconds gap) { completion_gap_ = gap; }
   // After end(): whether PostInfo::arrival_tag found its step.
   [[nodiscard]] bool arrival_tagged() const { return arrival_tagged_; }
 
@@ -107,6 +110,7 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
     uint32_t pred = sim::kNoStep;       // what the MRds of this transfer wait for
     uint32_t mrd = sim::kNoStep;        // the MRd the next CplD answers
     uint32_t last_cpld = sim::kNoStep;  // last CplD of `mrd`
+    uint32_t cplds = 0;                 // completions of this transfer so far
     sim::Phase phase = sim::Phase::kWqeFetch;
   };
   struct Device {
@@ -151,6 +155,7 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   uint32_t blueflame_lines_ = 0;
   bool rq_prefetch_ = false;
   const sim::TimingParams* cut_through_ = nullptr;
+  Picoseconds completion_gap_{0};
 };
 
 }  // namespace softhca::tools
