@@ -8,9 +8,11 @@
 //   packet received <- the same packet sent (per destination, in order); a responder's DMA and
 //   replies <- the packet that caused them; a CQE <- the completion unit <- the ACK or response
 //   (UC and UD, which have none: <- the request's last packet, once transmitted); with receive
-//   WQE prefetch, a receive WQE read <- the post, and the payload <- it and the packet.
-// Device i is host i unless the post says otherwise (PostInfo::hosts). Lives in tools because it needs pcie, fabric and runtime types; the steps it
-// makes are sim's plain types.
+//   WQE prefetch, a receive WQE read <- the post, and the payload <- it and the packet; with
+//   cut-through, negative leads (a packet before its last payload completion, a payload write
+//   before its packet's tail); the k-th completion of a read k root-complex gaps late.
+// Device i is host i unless the post says otherwise (PostInfo::hosts). Lives in tools because it
+// needs pcie, fabric and runtime types; the steps it makes are sim's plain types.
 #pragma once
 #include <array>
 #include <cstdint>
