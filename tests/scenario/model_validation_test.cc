@@ -1,8 +1,10 @@
-// The timing model against published measurements (issue 20): pcie-bench's DMA read latency and
-// DMA read/write bandwidth measured on an NFP6000 in a Broadwell Xeon E5-2630 v4 server
-// (docs/published-figures.md P9, P10; profile nfp6000-bdw-e5-2630v4), each within 15%. The published numbers are the
-// measurements themselves, typed in from the source; the profile's round trip and completion gap
-// were fitted to the 64 and 2048-byte latencies (P9), every other point is a prediction.
+// The timing model against published measurements (issue 20), each within 15%: pcie-bench's DMA
+// read latency and DMA read/write bandwidth measured on an NFP6000 in a Broadwell Xeon E5-2630 v4
+// server (docs/published-figures.md P9, P10; profile nfp6000-bdw-e5-2630v4: its round trip and
+// completion gap fitted to the 64 and 2048-byte latencies, every other point a prediction); and
+// ib_send_lat's medians on two ConnectX-4 back to back in a Xeon E5-2643 v4 server (P11; profile
+// t630-e5-2643v4-cx4-edr: one parameter, the PCIe one-way latency, fitted to all six). The
+// published numbers are the measurements themselves, typed in from the sources.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,6 +72,34 @@ TEST(ModelValidation, DmaReadAndWriteBandwidthMatchPcieBenchOnAXeonE5_P10) {
   for (const Published& m : kWriteGbps) {
     const double modeled = dma(p, Pattern::kPcieWrite, m.size_bytes).dma_bandwidth_gbps;
     EXPECT_LT(error(modeled, m.value), kTolerance) << "write " << m.size_bytes << " B: modeled " << modeled;
+  }
+}
+
+// P11: ib_send_lat t_typical [ns], MTU 4096, 1000 iterations, inline below 188 bytes.
+struct PublishedLatency {
+  Transport transport;
+  uint32_t size_bytes;
+  double half_rtt_ns;
+};
+constexpr PublishedLatency kSendLat[] = {{Transport::kRc, 32, 830},   {Transport::kRc, 1024, 1610},
+                                         {Transport::kRc, 4096, 2280}, {Transport::kUd, 32, 860},
+                                         {Transport::kUd, 1024, 1450}, {Transport::kUd, 4096, 2220}};
+
+TEST(ModelValidation, SendPingPongMatchesIbSendLatOnTwoConnectX4BackToBack_P11) {
+  const sim::MachineProfile p = load_profile("t630-e5-2643v4-cx4-edr");
+  for (const PublishedLatency& m : kSendLat) {
+    Workload w;
+    w.pattern = Pattern::kPingPong;
+    w.transport = m.transport;
+    w.op = Operation::kSend;
+    w.size_bytes = m.size_bytes;
+    w.inline_data = m.size_bytes < 188;              // perftest's inline threshold in P11
+    w.blueflame = driver::BlueFlameMode::kPrefer;   // mlx5 writes a lone WQE through BlueFlame
+    w.messages = 200;
+    const double modeled = ns(run_pingpong(p, w).half_rtt);
+    EXPECT_LT(error(modeled, m.half_rtt_ns), kTolerance)
+        << to_string(m.transport) << " " << m.size_bytes << " B: modeled " << modeled << " ns, published "
+        << m.half_rtt_ns << " ns";
   }
 }
 
