@@ -62,7 +62,8 @@ struct Step {
   uint32_t bytes = 0;                 // kTlp, kIbLink, kSwitchEgress: wire bytes
   uint32_t payload_bytes = 0;         // kTlp: data bytes (flow-control data credits)
   Picoseconds cost{0};                // kCpu: service time
-  Picoseconds lead{0};                // extra wait between the predecessors' arrival and readiness
+  Picoseconds lead{0};                // extra wait between the predecessors' arrival and readiness;
+                                      // negative: it may start that much before (cut-through)
   uint32_t acquire_pool = kNoPool;    // a pool unit taken before the step starts (tags, QP slots)
   uint32_t release_pool = kNoPool;    // a pool unit given back when the step's result arrives
   uint32_t tag = 0;                   // non-zero: the listener hears when this step completes

@@ -53,6 +53,7 @@ const std::array kKeys = {
     dkey<&M::pcie, &PcieParams::rtt_ns>("pcie.rtt_ns", 0, kMaxNs, "ns", "S2"),
     dkey<&M::pcie, &PcieParams::one_way_ns>("pcie.one_way_ns", 0, kMaxNs, "ns", "assumed"),
     dkey<&M::pcie, &PcieParams::fc_update_ns>("pcie.fc_update_ns", 0, kMaxNs, "ns", "assumed"),
+    dkey<&M::pcie, &PcieParams::rc_completion_gap_ns>("pcie.rc_completion_gap_ns", 0, kMaxNs, "ns", "P9, assumed"),
     ukey<&M::pcie, &PcieParams::rc_posted_hdr_credits>("pcie.rc_posted_hdr_credits", 1, kMaxCredits, "", "assumed"),
     ukey<&M::pcie, &PcieParams::rc_posted_data_credits>("pcie.rc_posted_data_credits", 1, kMaxCredits, "16 B", "assumed"),
     ukey<&M::pcie, &PcieParams::rc_nonposted_hdr_credits>("pcie.rc_nonposted_hdr_credits", 1, kMaxCredits, "", "assumed"),
@@ -66,13 +67,17 @@ const std::array kKeys = {
     ukey<&M::hca, &HcaParams::max_outstanding_reads>("hca.max_outstanding_reads", 1, 4096, "", "assumed"),
     ukey<&M::hca, &HcaParams::qp_wqes_in_flight>("hca.qp_wqes_in_flight", 1, 65536, "", "assumed"),
     bkey<&M::hca, &HcaParams::rq_prefetch>("hca.rq_prefetch", "assumed"),
+    bkey<&M::hca, &HcaParams::cut_through>("hca.cut_through", "assumed"),
+    ukey<&M::hca, &HcaParams::rx_buffer_bytes>("hca.rx_buffer_bytes", 512, 1u << 26, "B", "assumed"),
     dkey<&M::ib, &IbParams::lane_gbps>("ib.lane_gbps", 0.1, 1000, "Gb/s", "W5"),
     ukey<&M::ib, &IbParams::width>("ib.width", 1, 12, "", "W5"),
     ukey<&M::ib, &IbParams::mtu_bytes>("ib.mtu_bytes", 256, 4096, "B", "W4"),
     dkey<&M::ib, &IbParams::cable_ns>("ib.cable_ns", 0, kMaxNs, "ns", "assumed"),
     ukey<&M::ib, &IbParams::packet_overhead_bytes>("ib.packet_overhead_bytes", 0, 4096, "B", "assumed"),
+    dkey<&M::ib, &IbParams::credit_update_ns>("ib.credit_update_ns", 0, kMaxNs, "ns", "assumed"),
     ukey<&M::sw, &SwitchParams::hops>("switch.hops", 0, 64, "", "assumed"),
     dkey<&M::sw, &SwitchParams::hop_ns>("switch.hop_ns", 0, kMaxNs, "ns", "W7"),
+    ukey<&M::sw, &SwitchParams::input_buffer_bytes>("switch.input_buffer_bytes", 512, 1u << 26, "B", "assumed"),
 };
 
 bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
@@ -164,6 +169,12 @@ std::optional<std::string> validate(const MachineProfile& p) {
   if (!is_power_of_two(p.ib.mtu_bytes)) return "ib.mtu_bytes must be 256, 512, 1024, 2048 or 4096 (W4)";
   if (p.ib.width != 1 && p.ib.width != 2 && p.ib.width != 4 && p.ib.width != 8 && p.ib.width != 12) {
     return "ib.width must be 1, 2, 4, 8 or 12 (W5)";
+  }
+  // A receive buffer must hold the largest packet (its MTU's payload and up to 128 bytes of
+  // headers, W1), or a sender could never get the credits for it.
+  const uint32_t largest = p.ib.mtu_bytes + 128 + p.ib.packet_overhead_bytes;
+  if (p.hca.rx_buffer_bytes < largest || p.sw.input_buffer_bytes < largest) {
+    return "hca.rx_buffer_bytes and switch.input_buffer_bytes must hold a whole packet (ib.mtu_bytes + 128)";
   }
   return std::nullopt;
 }

@@ -35,6 +35,11 @@ struct PcieParams {
   double rtt_ns = 125;             // S2: a small DMA read's round trip, serialization excluded
   double one_way_ns = 62.5;        // a posted write's device<->memory latency [assumed: rtt/2]
   double fc_update_ns = 40;        // TLP arrival to its credits being usable again (UpdateFC) [assumed]
+  // The root complex returns one read's completions at least this far apart (its memory fetches,
+  // pipelined per read, not shared between reads): a lone read's latency grows by this per
+  // completion beyond the link's serialization, as pcie-bench measures (P9 in
+  // docs/published-figures.md; fitted there) [0: none, assumed].
+  double rc_completion_gap_ns = 0;
   uint32_t rc_posted_hdr_credits = 64;      // root complex -> device's posted budget [assumed]
   uint32_t rc_posted_data_credits = 512;    // 16-byte units [assumed]
   uint32_t rc_nonposted_hdr_credits = 64;   // read requests the root complex buffers [assumed]
@@ -56,6 +61,12 @@ struct HcaParams {
   // is off the SEND's critical path (a doorbell-record read, when the RQ looked empty, stays on
   // it) [assumed; off in the built-in profiles].
   bool rq_prefetch = false;
+  uint32_t rx_buffer_bytes = 65536;  // the port's receive buffer: the credits of the link into it [assumed]
+  // Cut-through between the HCA's units: a packet's transmission starts once its payload's first
+  // completion has arrived and the rest will arrive before its tail leaves (not after the last
+  // completion); the responder writes each MPS piece once its bytes have arrived (not after the
+  // packet's tail) [assumed; off in the built-in profiles].
+  bool cut_through = false;
 };
 
 struct IbParams {
@@ -64,11 +75,17 @@ struct IbParams {
   uint32_t mtu_bytes = 4096; // W4: path MTU the workloads connect with
   double cable_ns = 5;      // propagation per cable (about 1 m of copper) [assumed]
   uint32_t packet_overhead_bytes = 0;  // link-level bytes per packet beyond LRH..VCRC [assumed]
+  // Link-level flow control (IBA 7.9.4: credits in 64-byte blocks): a receive buffer's space
+  // freed to the sender's credits for it being usable again (a flow-control packet) [assumed].
+  double credit_update_ns = 20;
 };
 
 struct SwitchParams {
   uint32_t hops = 1;   // switches between the two hosts (0: back to back) [assumed]
   double hop_ns = 90;  // W7: port-to-port latency of one switch
+  // Each input port's buffer (one VL): the credits a host's port may use towards the switch. The
+  // switch is output-queued: a packet waits at its egress port, in arrival order [assumed].
+  uint32_t input_buffer_bytes = 65536;
 };
 
 struct MachineProfile {

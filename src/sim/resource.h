@@ -20,18 +20,24 @@ class Server {
     const Picoseconds start = ready > free_at_ ? ready : free_at_;
     free_at_ = start + service;
     busy_ += service;
+    queued_ += start - ready;
     ++operations_;
     return start;
   }
   [[nodiscard]] Picoseconds free_at() const { return free_at_; }
   [[nodiscard]] Picoseconds busy() const { return busy_; }
   [[nodiscard]] uint64_t operations() const { return operations_; }
+  // Time work waited for the server, summed over its operations (from ready to start), and time
+  // waited in a queue in front of it that reserve() did not see (an output port's queue).
+  [[nodiscard]] Picoseconds queued() const { return queued_; }
+  void add_queued(Picoseconds d) { queued_ += d; }
   void add_bytes(uint64_t n) { bytes_ += n; }
   [[nodiscard]] uint64_t bytes() const { return bytes_; }
 
  private:
   Picoseconds free_at_{0};
   Picoseconds busy_{0};
+  Picoseconds queued_{0};
   uint64_t operations_ = 0;
   uint64_t bytes_ = 0;
 };

@@ -69,7 +69,26 @@ struct TimingModel::HostResources {
   uint32_t switch_egress = 0;  // the switch port towards this host
   std::array<std::array<uint32_t, kTlpClasses>, kLinkDirs> credit_pools{};
   uint32_t tags = 0;
+  uint32_t switch_credits = kNoPool;  // the switch input buffer this host's port sends into (staged)
+  uint32_t rx_credits = kNoPool;      // this host's HCA receive buffer (staged)
 };
+
+// A port's output queue (more than two hosts): packets in arrival order, the head sent when the
+// port is free and the buffer at the other end has credits for it.
+struct TimingModel::OutputPort {
+  struct Queued {
+    uint32_t chain;
+    uint32_t step;
+    Picoseconds since;  // joined the queue
+  };
+  uint32_t server = 0;
+  RingQueue<Queued> queue;
+};
+
+namespace {
+// Where a staged packet is (StepState::stage).
+enum PacketStage : uint8_t { kAtTx, kAtPort, kAtEgress, kAtReceiver };
+}  // namespace
 
 // The servers a packet from one host to another occupies (place_packet()).
 struct TimingModel::PacketRoute {
@@ -119,20 +138,26 @@ static_assert(sizeof(StepPlacement) == 64, "one cache line per step");
 
 // Where one step of a chain being placed stands.
 struct StepState {
-  Picoseconds ready{0};  // latest predecessor result so far
+  Picoseconds ready{0};  // latest predecessor result so far (a staged packet: its ready time)
   uint16_t pending = 0;  // predecessors not yet placed
   bool has_pool = false;
   bool has_credits = false;
+  uint8_t stage = 0;     // a staged packet: where it is (PacketStage)
+  bool queued = false;   // a staged packet: in the output queue of its current port
 };
 
 // A chain's steps and their successors (CSR), checked once; shared by every placement of it.
 struct ChainTemplate {
-  std::vector<Step> steps;
+  struct Root {
+    uint32_t step;
+    Picoseconds lead;
+  };
+  size_t size = 0;  // steps
   std::vector<StepPlacement> place;
   std::vector<uint32_t> succ;        // successor steps, kSwitchEdge set when it is a switch egress
   std::vector<StepState> start;      // each step's state before placement (its predecessor count),
                                      // copied whole into each placement
-  std::vector<uint32_t> roots;       // steps with no predecessor
+  std::vector<Root> roots;           // steps with no predecessor, and their leads
 };
 
 // A chain being placed: its template and per-step placement state.
@@ -147,11 +172,17 @@ struct TimingModel::Chain {
   std::vector<StepTimes>* times = nullptr;
   uint32_t tag_base = 0;
   bool record = false;  // times is set: every step reports
+  std::vector<Picoseconds> tx_start;  // staged packets: when each step's transmit unit started
 };
 
 TimingModel::TimingModel(Scheduler& scheduler, const TimingParams& params, uint32_t hosts)
     : scheduler_(scheduler), params_(params), hosts_(hosts) {
   const TimingParams& p = params_;
+  if (hosts == 0 || hosts > 256) throw std::invalid_argument("sim::TimingModel: 1..256 hosts");
+  staged_ = hosts > 2;
+  if (staged_ && p.switch_hops == 0) {
+    throw std::invalid_argument("sim::TimingModel: more than two hosts need a switch (switch.hops >= 1)");
+  }
   join_server_ = add_server();
   for (HostResources& h : hosts_) {
     for (uint32_t& s : h.pcie) s = add_server();
@@ -177,6 +208,12 @@ TimingModel::TimingModel(Scheduler& scheduler, const TimingParams& params, uint3
     cp[down][nonposted] = add_pool(Pool::kUnlimited);
     cp[down][completion] = add_pool(Pool::kUnlimited);
     h.tags = add_pool(p.max_outstanding_reads);
+    if (staged_) {
+      h.switch_credits = add_pool(p.switch_input_credits);
+      h.rx_credits = add_pool(p.hca_rx_credits);
+      host_ports_.push_back(OutputPort{h.ib_port, {}});
+      egress_ports_.push_back(OutputPort{h.switch_egress, {}});
+    }
   }
   plan_packets();
 }
@@ -229,22 +266,20 @@ uint32_t TimingModel::take_chain() {
 std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder) {
   auto tpl = std::make_shared<ChainTemplate>();
   ChainTemplate& c = *tpl;
-  c.steps.swap(builder.steps());
-  builder.clear();
-  const size_t n = c.steps.size();
+  // The builder keeps its storage for the next chain; the template keeps what placing needs.
+  const std::vector<Step>& steps = builder.steps();
+  const size_t n = steps.size();
+  c.size = n;
   if (n >= kLocalEdge) throw std::length_error("sim::TimingModel: a chain of 2^30 steps or more");
   c.start.assign(n, StepState{});
   c.place.resize(n);
   std::vector<uint32_t> succ_count(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    const Step& s = c.steps[i];
+    const Step& s = steps[i];
     if (s.host >= hosts_.size()) throw std::out_of_range("sim::TimingModel: step on an unknown host");
     if (s.kind == StepKind::kCpu) {
       std::vector<uint32_t>& cpu = hosts_[s.host].cpu;
       while (cpu.size() <= s.index) cpu.push_back(add_server());
-    }
-    if (s.kind == StepKind::kPacket && hosts_.size() > 2) {
-      throw std::invalid_argument("sim::TimingModel: packet steps assume two hosts (split them per resource)");
     }
     if (s.kind == StepKind::kPacket && s.index >= hosts_.size()) {
       throw std::out_of_range("sim::TimingModel: packet to an unknown host");
@@ -255,12 +290,12 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
       ++succ_count[p];
       ++c.start[i].pending;
     }
-    if (c.start[i].pending == 0) c.roots.push_back(static_cast<uint32_t>(i));
+    if (c.start[i].pending == 0) c.roots.push_back(ChainTemplate::Root{static_cast<uint32_t>(i), s.lead});
   }
   uint32_t edges = 0;
   for (size_t i = 0; i < n; ++i) {
     StepPlacement& pl = c.place[i];
-    const Step& s = c.steps[i];
+    const Step& s = steps[i];
     pl.succ_begin = pl.succ_end = edges;
     edges += succ_count[i];
     pl.kind = s.kind;
@@ -289,15 +324,16 @@ std::shared_ptr<const ChainTemplate> TimingModel::compile(ChainBuilder& builder)
   }
   c.succ.assign(edges, 0);
   for (size_t i = 0; i < n; ++i) {
-    for (uint32_t p : c.steps[i].preds) {
+    for (uint32_t p : steps[i].preds) {
       if (p == kNoStep) continue;
-      const Step& pred = c.steps[p];
-      const uint32_t flag = c.steps[i].kind == StepKind::kSwitchEgress                          ? kSwitchEdge
-                            : pred.kind == StepKind::kPacket && c.steps[i].host == pred.host ? kLocalEdge
-                                                                                              : 0;
+      const Step& pred = steps[p];
+      const uint32_t flag = steps[i].kind == StepKind::kSwitchEgress                          ? kSwitchEdge
+                            : pred.kind == StepKind::kPacket && steps[i].host == pred.host ? kLocalEdge
+                                                                                            : 0;
       c.succ[c.place[p].succ_end++] = static_cast<uint32_t>(i) | flag;
     }
   }
+  builder.clear();
   return tpl;
 }
 
@@ -319,7 +355,7 @@ void TimingModel::submit(ChainBuilder& builder, Picoseconds start, ChainListener
 
 void TimingModel::submit(const std::shared_ptr<const ChainTemplate>& tpl, Picoseconds start,
                          ChainListener* listener, uint32_t tag_base, std::vector<StepTimes>* times) {
-  const size_t n = tpl->steps.size();
+  const size_t n = tpl->size;
   if (n == 0) return;
   const uint32_t id = take_chain();
   Chain& c = *chains_[id];
@@ -333,10 +369,11 @@ void TimingModel::submit(const std::shared_ptr<const ChainTemplate>& tpl, Picose
   c.tag_base = tag_base;
   c.record = times != nullptr;
   if (times != nullptr) times->assign(n, StepTimes{});
+  if (staged_) c.tx_start.resize(n);
   ++active_;
-  for (uint32_t i : tpl->roots) {
-    c.state[i].ready = start;
-    schedule_step(id, i, start + tpl->steps[i].lead);
+  for (const ChainTemplate::Root& root : tpl->roots) {
+    c.state[root.step].ready = start;
+    schedule_step(id, root.step, start + root.lead);
   }
 }
 
@@ -367,10 +404,7 @@ Picoseconds TimingModel::service_of(const Step& s) const {
   return Picoseconds(0);
 }
 
-Picoseconds TimingModel::ib_serialization(uint32_t bytes) const {
-  const uint64_t b = uint64_t{bytes} + params_.ib_packet_overhead_bytes;
-  return Picoseconds(static_cast<int64_t>((b * params_.ib_fs_per_byte + 999) / 1000));
-}
+Picoseconds TimingModel::ib_serialization(uint32_t bytes) const { return sim::ib_serialization(params_, bytes); }
 
 Picoseconds TimingModel::latency_of(const Step& s) const {
   switch (s.kind) {
@@ -500,8 +534,100 @@ inline void TimingModel::schedule_successors(Chain& c, uint32_t chain_id, const 
                                     : t.start + params_.hca_unit[static_cast<size_t>(HcaUnit::kTx)];
     }
     if (r > sj.ready) sj.ready = r;
-    if (--sj.pending == 0) schedule_step(chain_id, j, sj.ready + c.place[j].wait);
+    if (--sj.pending == 0) schedule_step(chain_id, j, not_before_now(sj.ready + c.place[j].wait));
   }
+}
+
+void TimingModel::hand_result(Chain& c, uint32_t chain_id, uint32_t e, Picoseconds r) {
+  const uint32_t j = c.succ[e] & ~kEdgeFlags;
+  StepState& sj = c.state[j];
+  if (r > sj.ready) sj.ready = r;
+  if (--sj.pending == 0) schedule_step(chain_id, j, not_before_now(sj.ready + c.place[j].wait));
+}
+
+inline bool TimingModel::through_port(OutputPort& port, uint32_t credits, uint32_t blocks, const StepPlacement& s,
+                                      uint32_t chain, uint32_t step) {
+  StepState& st = chains_[chain]->state[step];
+  if (!st.queued) {
+    port.queue.push_back(OutputPort::Queued{chain, step, now_});
+    st.queued = true;
+    if (port.queue.size() > 1) return false;  // the packet ahead wakes it when it starts
+  }
+  // The head of the line.
+  Server& server = servers_[port.server];
+  if (server.free_at() > now_) {
+    schedule_step(chain, step, server.free_at());
+    return false;
+  }
+  if (!take(credits, blocks, 0, chain, step)) return false;  // run again when they come back
+  server.add_queued(now_ - port.queue.front().since);
+  port.queue.pop_front();
+  st.queued = false;
+  const Picoseconds start = server.reserve(now_, s.service);
+  server.add_bytes(s.bytes);
+  if (!port.queue.empty()) {
+    const OutputPort::Queued& next = port.queue.front();
+    schedule_step(next.chain, next.step, start + s.service);
+  }
+  return true;
+}
+
+// Transmit unit (its QP slot back when done; successors on the sending host go on then), the
+// host port (switch input credits), the switch egress (receiver buffer credits; the input
+// buffer's credits back once it has sent the packet), the receiver's unit (its buffer's credits
+// back once done). Egress and receiver follow at the times the 2-host placement uses: the egress
+// may start a hop after the head reached the switch, the receiver when the tail has arrived.
+void TimingModel::run_packet_stage(uint32_t chain_id, uint32_t i) {
+  Chain& c = *chains_[chain_id];
+  const StepPlacement& s = c.place[i];
+  StepState& st = c.state[i];
+  const PacketRoute& r = routes_[s.host * hosts_.size() + s.dst];
+  const uint32_t blocks =
+      static_cast<uint32_t>((uint64_t{s.bytes} + params_.ib_packet_overhead_bytes + kIbCreditBytes - 1) / kIbCreditBytes);
+  switch (st.stage) {
+    case kAtTx: {
+      if ((s.flags & kTakes) != 0 && !acquire(s, chain_id, i)) return;
+      const Picoseconds tx_cost = params_.hca_unit[static_cast<size_t>(HcaUnit::kTx)];
+      st.ready = now_;
+      c.tx_start[i] = servers_[r.tx].reserve(now_, tx_cost);
+      const Picoseconds tx_done = c.tx_start[i] + tx_cost;
+      if (s.release_pool != kNoPool) give_back(s.release_pool, tx_done, 1, 0);
+      for (uint32_t e = s.succ_begin; e < s.succ_end; ++e) {
+        if ((c.succ[e] & kLocalEdge) != 0) hand_result(c, chain_id, e, tx_done);
+      }
+      st.stage = kAtPort;
+      schedule_step(chain_id, i, tx_done);
+      return;
+    }
+    case kAtPort: {
+      if (!through_port(host_ports_[s.host], hosts_[s.host].switch_credits, blocks, s, chain_id, i)) return;
+      st.stage = kAtEgress;
+      schedule_step(chain_id, i, now_ + switch_head_delay_);
+      return;
+    }
+    case kAtEgress: {
+      if (!through_port(egress_ports_[s.dst], hosts_[s.dst].rx_credits, blocks, s, chain_id, i)) return;
+      give_back(hosts_[s.host].switch_credits, now_ + s.service + params_.credit_update, blocks, 0);
+      st.stage = kAtReceiver;
+      // At the head's arrival (a step cut through after it may start before the tail is in).
+      schedule_step(chain_id, i, now_ + params_.cable);
+      return;
+    }
+    default: break;
+  }
+  const Picoseconds rx_cost = params_.hca_unit[static_cast<size_t>(HcaUnit::kRx)];
+  StepTimes t;
+  t.ready = st.ready;
+  t.start = c.tx_start[i];
+  t.done = servers_[r.rx].reserve(now_ + s.service, rx_cost) + rx_cost;  // once the tail is in
+  t.arrive = t.done + s.latency;
+  give_back(hosts_[s.dst].rx_credits, t.done + params_.credit_update, blocks, 0);
+  ++steps_placed_;
+  if (((s.flags & kTagged) | static_cast<uint8_t>(c.record)) != 0) report(c, i, s, t);
+  for (uint32_t e = s.succ_begin; e < s.succ_end; ++e) {
+    if ((c.succ[e] & kLocalEdge) == 0) hand_result(c, chain_id, e, t.arrive);
+  }
+  if (--c.remaining == 0) chain_done(c, chain_id);
 }
 
 void TimingModel::chain_done(Chain& c, uint32_t chain_id) {
@@ -516,6 +642,10 @@ void TimingModel::chain_done(Chain& c, uint32_t chain_id) {
 [[gnu::always_inline]] inline void TimingModel::run_step(uint32_t chain_id, uint32_t i) {
   Chain& c = *chains_[chain_id];
   const StepPlacement& s = c.place[i];
+  if (s.kind == StepKind::kPacket && staged_) {
+    run_packet_stage(chain_id, i);
+    return;
+  }
   // Most steps take neither a pool unit nor credits; the flags say so in one test.
   if ((s.flags & kTakes) != 0 && !acquire(s, chain_id, i)) return;
 
@@ -577,7 +707,7 @@ std::vector<ResourceUse> TimingModel::resource_use() const {
   std::vector<ResourceUse> out;
   auto add = [this, &out](std::string_view name, uint32_t host, uint32_t server) {
     const Server& s = servers_[server];
-    out.push_back(ResourceUse{name, host, s.busy(), s.operations(), s.bytes()});
+    out.push_back(ResourceUse{name, host, s.busy(), s.queued(), s.operations(), s.bytes()});
   };
   for (uint32_t h = 0; h < hosts_.size(); ++h) {
     const HostResources& r = hosts_[h];

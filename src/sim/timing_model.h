@@ -4,7 +4,8 @@
 // egress port per host between them.
 //
 // Rules (docs/timing-model.md):
-//  - a step is ready when all its predecessors' results have arrived, plus its own lead; a
+//  - a step is ready when all its predecessors' results have arrived, plus its own lead (negative
+//    for cut-through: never before the event that made it ready); a
 //    completion TLP also waits the completer's turnaround (rtt - 2 one_way);
 //  - it then takes its pool unit (tags, QP slots) and, for a TLP, its flow-control credits, waiting
 //    in order if they are not there; then its server, first come first served;
@@ -19,10 +20,14 @@
 // each step's server, costs and credit pool, resolved once): run() interleaves them with
 // the scheduler's events (the workload's CPU), in time order, the scheduler's first at equal
 // times, the model's by (chain, step) among themselves. A
-// packet step (StepKind::kPacket) claims its four resources in that one event, each as soon as the
-// previous is done: exact while each of them is fed by a single one before it, true of two hosts
-// on a switch (the model refuses packets on more hosts). Its pool unit (a QP's WQE slot) comes
-// back when the sender's transmit unit is done with it.
+// packet step (StepKind::kPacket) between two hosts claims its four resources in that one event,
+// each as soon as the previous is done: exact while each is fed by a single one before it. With
+// more hosts a packet goes stage by stage, one event each: transmit unit; its port's output queue,
+// which sends the head once the switch input buffer has credits for it (IB link-level flow
+// control, 64-byte blocks); the switch egress's output queue, in arrival order, cut-through, with
+// the receiving HCA's buffer credits; the receive unit. Credits come back credit_update after the
+// buffer is drained (the egress sent the packet, the receive unit took it). Its pool unit (a QP's
+// WQE slot) comes back when the sender's transmit unit is done with it.
 // Deterministic: integer time, ties broken by scheduling order.
 #pragma once
 #include <cstdint>
@@ -71,12 +76,14 @@ struct ResourceUse {
   std::string_view name;
   uint32_t host = 0;
   Picoseconds busy{0};
+  Picoseconds queued{0};  // summed over its operations: from ready (or joining its queue) to start
   uint64_t operations = 0;
   uint64_t bytes = 0;
 };
 
 class TimingModel {
  public:
+  // 1..256 hosts; more than two need a switch (params.switch_hops >= 1).
   TimingModel(Scheduler& scheduler, const TimingParams& params, uint32_t hosts);
   ~TimingModel();
   TimingModel(const TimingModel&) = delete;
@@ -119,6 +126,7 @@ class TimingModel {
   struct Chain;
   struct HostResources;
   struct PacketRoute;
+  struct OutputPort;
   struct Waiter {
     uint32_t chain;
     uint32_t step;
@@ -155,11 +163,23 @@ class TimingModel {
   Picoseconds latency_of(const Step& s) const;
   Picoseconds ib_serialization(uint32_t bytes) const;
   Picoseconds place_packet(const StepPlacement& s, Picoseconds now, StepTimes& t);
+  // More than two hosts: the packet step (chain, step) at its current stage (transmit unit, port,
+  // switch egress, receiver); it schedules itself for the next, or finishes.
+  void run_packet_stage(uint32_t chain, uint32_t step);
+  // The packet at `port`'s output queue (joining it on its first visit): true when it started now
+  // (the port free, the credits of the buffer it sends into taken); else it runs again when it can.
+  bool through_port(OutputPort& port, uint32_t credits, uint32_t blocks, const StepPlacement& s, uint32_t chain,
+                    uint32_t step);
+  // Hands a packet's result `r` to its successor (edge e of the template's list).
+  void hand_result(Chain& c, uint32_t chain_id, uint32_t e, Picoseconds r);
   // Records the step's times, tells the listener of a tagged one.
   void report(Chain& c, uint32_t step, const StepPlacement& s, StepTimes t);
   // Hands the step's result to its successors; schedules those it was the last one missing.
   void schedule_successors(Chain& c, uint32_t chain_id, const StepPlacement& s, const StepTimes& t);
   void schedule_step(uint32_t chain, uint32_t step, Picoseconds at);
+  // A successor's time with a negative lead (cut-through) is never before the event that made it
+  // ready: the model places in time order.
+  [[nodiscard]] Picoseconds not_before_now(Picoseconds at) const { return at < now_ ? now_ : at; }
   void chain_done(Chain& c, uint32_t chain_id);
   uint32_t take_chain();
 
@@ -172,6 +192,9 @@ class TimingModel {
   std::vector<HostResources> hosts_;
   uint32_t join_server_ = 0;  // where joins are placed: no service, so done as soon as ready
   std::vector<PacketRoute> routes_;   // [source * hosts + destination]
+  bool staged_ = false;               // more than two hosts: packets go stage by stage
+  std::vector<OutputPort> host_ports_;    // per host: its IB port's output queue (staged)
+  std::vector<OutputPort> egress_ports_;  // per host: the switch egress towards it (staged)
   Picoseconds switch_head_delay_{0};  // from a packet's head leaving its port to its last egress
   std::vector<PoolQueue> pools_;
   std::vector<std::unique_ptr<Chain>> chains_;

@@ -26,6 +26,7 @@ TimingParams derive_timing(const MachineProfile& p) {
   t.pcie_one_way = ns_to_ps(p.pcie.one_way_ns);
   t.pcie_turnaround = ns_to_ps(p.pcie.rtt_ns) - 2 * t.pcie_one_way;
   t.fc_update = ns_to_ps(p.pcie.fc_update_ns);
+  t.rc_completion_gap = ns_to_ps(p.pcie.rc_completion_gap_ns);
   t.rc_posted_hdr_credits = p.pcie.rc_posted_hdr_credits;
   t.rc_posted_data_credits = p.pcie.rc_posted_data_credits;
   t.rc_nonposted_hdr_credits = p.pcie.rc_nonposted_hdr_credits;
@@ -39,6 +40,7 @@ TimingParams derive_timing(const MachineProfile& p) {
   t.hca_unit[static_cast<size_t>(HcaUnit::kCompletion)] = ns_to_ps(p.hca.cqe_ns);
   t.max_outstanding_reads = p.hca.max_outstanding_reads;
   t.qp_wqes_in_flight = p.hca.qp_wqes_in_flight;
+  t.cut_through = p.hca.cut_through;
 
   t.ib_gbps = ib_data_gbps(p.ib.lane_gbps, p.ib.width);
   t.ib_fs_per_byte = femtoseconds_per_byte(t.ib_gbps);
@@ -46,6 +48,9 @@ TimingParams derive_timing(const MachineProfile& p) {
   t.cable = ns_to_ps(p.ib.cable_ns);
   t.switch_hops = p.sw.hops;
   t.switch_hop = ns_to_ps(p.sw.hop_ns);
+  t.credit_update = ns_to_ps(p.ib.credit_update_ns);
+  t.switch_input_credits = p.sw.input_buffer_bytes / kIbCreditBytes;
+  t.hca_rx_credits = p.hca.rx_buffer_bytes / kIbCreditBytes;
   return t;
 }
 

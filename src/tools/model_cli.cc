@@ -72,6 +72,8 @@ std::string workload_text(const Workload& w, const std::vector<std::string_view>
   }
   std::string out = std::string(to_string(w.pattern)) + " " + std::string(to_string(w.transport)) + " " +
                     std::string(to_string(w.op));
+  if (is_fanout(w.pattern) && shown("hosts")) out += ", " + std::to_string(w.hosts) + " hosts";
+  if (w.pattern == Pattern::kAllToAll && shown("order")) out += w.shifted ? ", shifted" : ", linear";
   if (shown("size")) out += " " + std::to_string(w.size_bytes) + " B";
   if (shown("messages")) out += " x " + std::to_string(w.messages);
   if (shown("qps")) out += ", " + std::to_string(w.qps) + " QP";
@@ -185,7 +187,24 @@ std::string format_model_table(const ModelReport& r) {
   }
   if (r.points.size() == 1) {
     const ModelPoint& p = r.points[0];
-    if (!is_dma(p.run.workload.pattern)) {
+    if (is_fanout(p.run.workload.pattern)) {
+      out += "\n Per host, messages sent/received, packets out/in, PCIe TLPs down/up:";
+      constexpr uint32_t kShown = 8;
+      for (uint32_t h = 0; h < p.run.traffic.size() && h < kShown; ++h) {
+        const HostTraffic& ht = p.run.traffic[h];
+        const uint64_t down = ht.tlps[0][0] + ht.tlps[0][1] + ht.tlps[0][2];
+        const uint64_t up = ht.tlps[1][0] + ht.tlps[1][1] + ht.tlps[1][2];
+        out += (h == 0 ? " " : ", ") + std::to_string(h) + ": " + std::to_string(ht.messages_sent) + "/" +
+               std::to_string(ht.messages_received) + " " + std::to_string(ht.packets_sent) + "/" +
+               std::to_string(ht.packets_received) + " " + std::to_string(down) + "/" + std::to_string(up);
+      }
+      if (p.run.traffic.size() > kShown) out += ", ... (--format json lists every host)";
+      Picoseconds queued{0};
+      for (const sim::ResourceUse& u : p.run.resources) {
+        if (u.name == "switch_egress") queued += u.queued;
+      }
+      out += "\n Waiting in the switch's output queues, summed over packets: " + fixed(ns(queued) / 1000.0, 2) + " us\n";
+    } else if (!is_dma(p.run.workload.pattern)) {
       out += "\n Latency of one post along the seed's steps (ns):";
       for (const PhaseName& ph : kPhases) {
         out += " " + std::string(ph.key) + " " + fixed(ns(p.latency.phase[static_cast<size_t>(ph.phase)]), 1) + ",";
@@ -253,6 +272,7 @@ std::string format_model_json(const ModelReport& r) {
       resources.push_back({{"name", u.name},
                            {"host", u.host},
                            {"busy_ns", ns(u.busy)},
+                           {"queued_ns", ns(u.queued)},
                            {"operations", u.operations},
                            {"bytes", u.bytes}});
     }
@@ -293,6 +313,27 @@ std::string format_model_json(const ModelReport& r) {
       points.back()["half_rtt_min_ns"] = ns(p.run.half_rtt_min);
       points.back()["half_rtt_max_ns"] = ns(p.run.half_rtt_max);
     }
+    if (is_fanout(p.run.workload.pattern)) {
+      nlohmann::json hosts = nlohmann::json::array();
+      for (uint32_t h = 0; h < p.run.traffic.size(); ++h) {
+        const HostTraffic& ht = p.run.traffic[h];
+        auto tlps = [&ht](size_t dir) {
+          return nlohmann::json{
+              {"posted", ht.tlps[dir][0]}, {"non_posted", ht.tlps[dir][1]}, {"completion", ht.tlps[dir][2]}};
+        };
+        hosts.push_back({{"host", h},
+                         {"messages_sent", ht.messages_sent},
+                         {"messages_received", ht.messages_received},
+                         {"packets_sent", ht.packets_sent},
+                         {"packets_received", ht.packets_received},
+                         {"packet_bytes_sent", ht.packet_bytes_sent},
+                         {"tlps_down", tlps(0)},
+                         {"tlps_up", tlps(1)},
+                         {"pcie_down_bytes", ht.tlp_wire_bytes[0]},
+                         {"pcie_up_bytes", ht.tlp_wire_bytes[1]}});
+      }
+      points.back()["hosts"] = hosts;
+    }
     if (is_dma(p.run.workload.pattern)) {
       points.back()["dma_latency_ns"] = ns(p.run.dma_latency);
       points.back()["dma_latency_min_ns"] = ns(p.run.dma_latency_min);
@@ -315,7 +356,9 @@ std::string format_model_json(const ModelReport& r) {
         {"inline", w.inline_data},
         {"signal_period", w.signal_period},
         {"blueflame", blueflame_text(w.blueflame)},
-        {"queue_depth", w.queue_depth}}},
+        {"queue_depth", w.queue_depth},
+        {"hosts", w.hosts},
+        {"order", w.shifted ? "shifted" : "linear"}}},
       {"points", points}};
   if (r.sweep != nullptr) j["sweep"] = {{"name", r.sweep->name}, {"values", r.sweep->values}};
   if (r.series != nullptr) j["series"] = {{"name", r.series->name}, {"values", r.series->values}};
@@ -366,6 +409,7 @@ struct ModelOptions {
   std::string op = "write";
   std::string pattern = "stream";
   std::string transport = "rc";
+  std::string order = "linear";
   Workload w;
   bool inline_data = false;
   std::string blueflame = "off";
@@ -422,6 +466,7 @@ int run(const ModelOptions& o) {
     apply_parameter(profile, w, "workload", o.pattern);
     apply_parameter(profile, w, "transport", o.transport);
     apply_parameter(profile, w, "blueflame", o.blueflame);
+    apply_parameter(profile, w, "order", o.order);
     w.inline_data = o.inline_data;
     if (!o.sweep.empty()) sweep = parse_axis(o.sweep);
     if (!o.series.empty()) series = parse_axis(o.series);
@@ -497,16 +542,23 @@ void add_model_command(CLI::App& app) {
                 "stream (host 0 posts closed-loop), pingpong (both hosts post and poll, perftest's _lat: "
                 "reports half the round trip), pcie-read or pcie-write (host 0's device DMA-reads or writes "
                 "--size bytes of host memory: latency one at a time, bandwidth with as many in flight as it "
-                "allows, pcie-bench's LAT_RD, BW_RD, BW_WR)")
-      ->check(CLI::IsMember({"stream", "pingpong", "pcie-read", "pcie-write"}))
+                "allows, pcie-bench's LAT_RD, BW_RD, BW_WR), incast (hosts 1..N-1 each send -n messages to "
+                "host 0) or alltoall (every host sends -n messages to every other), through the switch")
+      ->check(CLI::IsMember({"stream", "pingpong", "pcie-read", "pcie-write", "incast", "alltoall"}))
       ->capture_default_str();
   m->add_option("--transport", o->transport, "QP transport: rc, uc (write, send) or ud (send, with a GRH)")
       ->check(CLI::IsMember({"rc", "uc", "ud"}))
       ->capture_default_str();
   m->add_option("--op", o->op, "Operation: write, read, send or atomic")->capture_default_str();
   m->add_option("--size", o->w.size_bytes, "Message size [bytes]")->capture_default_str();
-  m->add_option("-n,--messages", o->w.messages, "Messages in the closed loop (over all QPs)")->capture_default_str();
+  m->add_option("-n,--messages", o->w.messages, "Messages in the closed loop (over all QPs; incast, alltoall: per flow)")->capture_default_str();
   m->add_option("--qps", o->w.qps, "QPs")->capture_default_str();
+  m->add_option("--hosts", o->w.hosts, "Hosts on the switch (incast, alltoall: 2..256)")->capture_default_str();
+  m->add_option("--order", o->order,
+                "alltoall: each host's peers in ascending order (linear: all start with the same one) or "
+                "shifted (host h sends to h+1, h+2, ...)")
+      ->check(CLI::IsMember({"linear", "shifted"}))
+      ->capture_default_str();
   m->add_option("--threads", o->w.threads, "CPU threads posting (QP q on thread q % threads)")->capture_default_str();
   m->add_option("--postlist", o->w.postlist, "WRs per ibv_post_send")->capture_default_str();
   m->add_flag("--inline", o->inline_data, "Send the payload inline (write, send)");

@@ -118,6 +118,7 @@ class DmaGenerator final : public sim::ChainListener {
     uint32_t join = sim::kNoStep;
     uint32_t mrd = sim::kNoStep;
     uint32_t last_cpld = sim::kNoStep;
+    int64_t cplds = 0;  // completions of this transfer so far
     auto close_mrd = [&] {
       if (mrd == sim::kNoStep) return;
       chain_.at(last_cpld).release_pool = chain_.at(mrd).acquire_pool;
@@ -134,6 +135,7 @@ class DmaGenerator final : public sim::ChainListener {
         mrd = chain_.add(s);
         last_cpld = mrd;
       } else if (t.type == pcie::TlpType::kCplD) {
+        s.lead = params_.rc_completion_gap * cplds++;  // the root complex spaces them (P9)
         last_cpld = chain_.add(s, mrd);
       } else {
         sim::Step j;

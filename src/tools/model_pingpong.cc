@@ -41,6 +41,8 @@ class PingPong final : public sim::ChainListener {
     }
     ensure_sim_runtime(profile);
     recorder_.set_rq_prefetch(profile.hca.rq_prefetch);
+    recorder_.set_cut_through(profile.hca.cut_through ? &params_ : nullptr);
+    recorder_.set_completion_gap(params_.rc_completion_gap);
     recv_bytes_ = w.size_bytes + (w.transport == Transport::kUd ? kUdGrhBytes : 0);
     const unsigned int remote = remote_access_of(w.op);
     const ibv_mtu mtu = mtu_enum(profile.ib.mtu_bytes);

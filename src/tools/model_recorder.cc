@@ -57,8 +57,10 @@ sim::TlpClass class_of(TlpType t) {
 
 }  // namespace
 
-ChainRecorder::ChainRecorder(std::vector<uint32_t> tag_pools)
-    : tag_pools_(std::move(tag_pools)), devices_(tag_pools_.size()), in_flight_(tag_pools_.size()) {}
+ChainRecorder::ChainRecorder(std::vector<uint32_t> tag_pools, uint32_t devices)
+    : tag_pools_(std::move(tag_pools)),
+      devices_(devices != 0 ? devices : tag_pools_.size()),
+      in_flight_(devices_.size()) {}
 
 ChainRecorder::Device& ChainRecorder::device(uint32_t d) {
   if (d >= devices_.size()) throw std::out_of_range("model recorder: an event of a device outside the model's hosts");
@@ -75,12 +77,18 @@ void ChainRecorder::begin(sim::ChainBuilder& out, const PostInfo& info) {
   arrival_tagged_ = false;
   doorbells_ = 0;
   blueflame_lines_ = 0;
-  for (Device& d : devices_) d = Device{};
+  for (Device& d : devices_) {
+    d.send = SendContext{};
+    d.rx = RxContext{};
+    d.read = ReadState{};
+    d.rx_packet = kNoStep;
+    d.rx_writes.clear();
+  }
   for (auto& q : in_flight_) q.clear();
   Step cpu;
   cpu.kind = StepKind::kCpu;
   cpu.phase = Phase::kCpuBuild;
-  cpu.host = static_cast<uint8_t>(info.requester);
+  cpu.host = host_of(info.requester);
   cpu.index = info.thread;
   cpu.cost = info.cpu_cost;
   root_ = out.add(cpu);
@@ -89,7 +97,10 @@ void ChainRecorder::begin(sim::ChainBuilder& out, const PostInfo& info) {
 
 uint32_t ChainRecorder::end() {
   if (out_ == nullptr) return 0;
-  for (Device& d : devices_) close_read(d);
+  for (Device& d : devices_) {
+    close_read(d);
+    close_rx_writes(d);
+  }
   for (const auto& q : in_flight_) {
     if (!q.empty()) throw std::logic_error("model recorder: a packet was sent but never received in its post");
   }
@@ -106,7 +117,7 @@ uint32_t ChainRecorder::add_tlp(uint32_t d, const pcie::Tlp& tlp, Phase phase, u
   Step s;
   s.kind = StepKind::kTlp;
   s.phase = phase;
-  s.host = static_cast<uint8_t>(d);
+  s.host = host_of(d);
   s.dir = tlp.dir == pcie::Direction::kDownstream ? sim::LinkDir::kDown : sim::LinkDir::kUp;
   s.tlp_class = class_of(tlp.type);
   s.bytes = tlp.wire_bytes;
@@ -149,7 +160,7 @@ void ChainRecorder::start_wqe(Device& dev) {
   s.kind = StepKind::kHcaUnit;
   s.unit = sim::HcaUnit::kWqe;
   s.phase = Phase::kWqeFetch;
-  s.host = static_cast<uint8_t>(info_.requester);
+  s.host = host_of(info_.requester);
   s.acquire_pool = info_.qp_slots;
   // A WQE executed while the device handles a response (it waited for max_rd_atomic or a fence)
   // also waits for that response.
@@ -174,6 +185,27 @@ void ChainRecorder::close_read(Device& dev) {
   dev.read.open = false;
 }
 
+// The piece of a payload write is in once the bytes after it in the packet (the rest of the
+// payload, ICRC and VCRC: W1) are still to come: it may start their serialization before the
+// packet's result. Only writes waiting for the packet alone.
+void ChainRecorder::close_rx_writes(Device& dev) {
+  if (cut_through_ != nullptr && !dev.rx_writes.empty()) {
+    constexpr uint64_t kTrailer = 4 + 2;  // ICRC, VCRC
+    uint64_t total = 0;
+    for (const auto& w : dev.rx_writes) total += w.second;
+    uint64_t through = 0;
+    for (const auto& [step, bytes] : dev.rx_writes) {
+      through += bytes;
+      Step& s = out_->at(step);
+      if (s.preds[0] == dev.rx_packet && s.preds[1] == kNoStep) {
+        s.lead = Picoseconds(0) - sim::ib_serialization(*cut_through_, total - through + kTrailer);
+      }
+    }
+  }
+  dev.rx_writes.clear();
+  dev.rx_packet = kNoStep;
+}
+
 void ChainRecorder::on_read_tlp(uint32_t d, Device& dev, const pcie::Tlp& tlp, uint32_t pred, Phase phase) {
   ReadState& r = dev.read;
   if (tlp.type == TlpType::kMRd) {
@@ -182,18 +214,21 @@ void ChainRecorder::on_read_tlp(uint32_t d, Device& dev, const pcie::Tlp& tlp, u
     if (!(r.open && r.cause == tlp.cause && r.next_addr == tlp.address)) {
       close_read(dev);
       r.open = true;
+      r.cplds = 0;
       r.cause = tlp.cause;
       r.pred = pred;
       r.phase = phase;
     }
     r.next_addr = tlp.address + tlp.read_bytes;
     r.mrd = add_tlp(d, tlp, r.phase, r.pred);
-    out_->at(r.mrd).acquire_pool = tag_pools_.at(d);
+    out_->at(r.mrd).acquire_pool = tag_pools_.at(host_of(d));
     return;
   }
-  // A CplD answers the last MRd.
+  // A CplD answers the last MRd; the root complex spaces one read's completions (P9).
   const uint32_t mrd = r.mrd != kNoStep ? r.mrd : pred;
   r.last_cpld = add_tlp(d, tlp, r.phase, mrd);
+  out_->at(r.last_cpld).lead = completion_gap_ * r.cplds;
+  ++r.cplds;
 }
 
 void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
@@ -226,7 +261,10 @@ void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
     hand_doorbell_to_hca(dev);
     if (dev.send.wqe_step == kNoStep) start_wqe(dev);
     on_read_tlp(d, dev, tlp, dev.send.wqe_step, Phase::kPayloadFetch);
-    if (tlp.type == TlpType::kCplD) dev.send.payload_last = dev.read.last_cpld;
+    if (tlp.type == TlpType::kCplD) {
+      dev.send.payload_last = dev.read.last_cpld;
+      if (dev.send.payload_first == kNoStep) dev.send.payload_first = dev.read.last_cpld;
+    }
     return;
   }
 
@@ -242,7 +280,7 @@ void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
       unit.kind = StepKind::kHcaUnit;
       unit.unit = sim::HcaUnit::kCompletion;
       unit.phase = Phase::kCqeWrite;
-      unit.host = static_cast<uint8_t>(d);
+      unit.host = host_of(d);
       // A requester CQE with no response to wait for (UC, UD) follows the request's last packet.
       const bool after_send = requester && !rx.active && dev.send.packet_last != kNoStep;
       const uint32_t u = out_->add(unit, after_send ? dev.send.packet_last : rx.tail != kNoStep ? rx.tail : cause_step);
@@ -258,6 +296,7 @@ void ChainRecorder::on_tlp(uint64_t, uint32_t d, const pcie::Tlp& tlp) {
     case TlpCause::kPayloadWrite: {
       rx.tail = add_tlp(d, tlp, rx_phase, cause_step, rx.prefetched);
       if (!requester) peer_write_last_ = rx.tail;
+      if (dev.rx_packet != kNoStep) dev.rx_writes.emplace_back(rx.tail, tlp.payload_bytes);
       return;
     }
     case TlpCause::kAtomic:
@@ -287,8 +326,8 @@ uint32_t ChainRecorder::transmit(uint32_t d, uint32_t bytes, uint32_t dst, Phase
   Step pkt;
   pkt.kind = StepKind::kPacket;
   pkt.phase = phase;
-  pkt.host = static_cast<uint8_t>(d);
-  pkt.index = static_cast<uint16_t>(dst);
+  pkt.host = host_of(d);
+  pkt.index = host_of(dst);
   pkt.bytes = bytes;
   const uint32_t t = out_->add(pkt, p0, p1);
   device(dst);
@@ -304,12 +343,14 @@ void ChainRecorder::on_packet(uint64_t, uint32_t d, runtime::PacketDirection dir
   const auto bytes = static_cast<uint32_t>(packet.size());
   if (dir == runtime::PacketDirection::kReceived) {
     close_read(dev);
+    close_rx_writes(dev);
     if (in_flight_[d].empty()) throw std::logic_error("model recorder: a packet arrived that no device sent");
     const InFlight f = in_flight_[d].front();
     in_flight_[d].pop_front();
     // The packet step ends with the receive unit: the packet has been handled here.
     const uint32_t r = f.arrival;
     dev.rx = RxContext{true, v.valid && is_response(v.op), r, r};
+    dev.rx_packet = r;
     return;
   }
   const uint32_t dst = v.valid ? device_of_lid(v.dlid) : d;
@@ -322,9 +363,22 @@ void ChainRecorder::on_packet(uint64_t, uint32_t d, runtime::PacketDirection dir
     if (dev.send.wqe_step == kNoStep) start_wqe(dev);
     // Packets leave in the order the pipeline makes them: the transmit unit serves them first
     // come first served, so no edge to the previous packet is needed.
-    const uint32_t data = dev.send.payload_last != kNoStep ? dev.send.payload_last : dev.send.wqe_step;
-    const uint32_t t = transmit(d, bytes, dst, Phase::kWire, data, kNoStep);
+    uint32_t data = dev.send.payload_last != kNoStep ? dev.send.payload_last : dev.send.wqe_step;
+    uint32_t head = kNoStep;
+    if (cut_through_ != nullptr && dev.send.payload_first != kNoStep && dev.send.payload_first != data) {
+      // Cut-through: the head waits for the first completion; the tail must not leave before the
+      // last one arrived, so the start waits for it less the packet's serialization.
+      Step tail;
+      tail.kind = StepKind::kJoin;
+      tail.phase = Phase::kPayloadFetch;
+      tail.host = host_of(d);
+      tail.lead = Picoseconds(0) - sim::ib_serialization(*cut_through_, bytes);
+      head = dev.send.payload_first;
+      data = out_->add(tail, data);
+    }
+    const uint32_t t = transmit(d, bytes, dst, Phase::kWire, data, head);
     dev.send.payload_last = kNoStep;
+    dev.send.payload_first = kNoStep;
     dev.send.packet_last = t;
     if (!v.valid || v.op.ends_message() || v.op.kind == fabric::OpKind::kRdmaReadRequest) {
       // The WQE has left: its slot is free once the transmit unit handled its last packet.

@@ -8,10 +8,13 @@
 //   packet received <- the same packet sent (per destination, in order); a responder's DMA and
 //   replies <- the packet that caused them; a CQE <- the completion unit <- the ACK or response
 //   (UC and UD, which have none: <- the request's last packet, once transmitted); with receive
-//   WQE prefetch, a receive WQE read <- the post, and the payload <- it and the packet.
-// Device i is host i. Lives in tools because it needs pcie, fabric and runtime types; the steps it
-// makes are sim's plain types.
+//   WQE prefetch, a receive WQE read <- the post, and the payload <- it and the packet; with
+//   cut-through, negative leads (a packet before its last payload completion, a payload write
+//   before its packet's tail); the k-th completion of a read k root-complex gaps late.
+// Device i is host i unless the post says otherwise (PostInfo::hosts). Lives in tools because it
+// needs pcie, fabric and runtime types; the steps it makes are sim's plain types.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -20,6 +23,7 @@
 #include "pcie/tlp.h"
 #include "runtime/runtime.h"
 #include "sim/chain.h"
+#include "sim/timing_params.h"
 #include "base/units.h"
 
 namespace softhca::tools {
@@ -36,12 +40,17 @@ struct PostInfo {
   // receive CQE (SEND), else the last payload write into its memory (WRITE: perftest's
   // ib_write_lat polls the last byte of its buffer).
   uint32_t arrival_tag = 0;
+  // The host each of the runtime's devices stands for in this post (default: device i is host
+  // i): the many-host workloads run every exchange on devices 0 and 1 and place it between the
+  // two hosts it belongs to (docs/decisions.md D20a). Tag pools are per host.
+  std::array<uint32_t, 2> hosts{0, 1};
 };
 
 class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
  public:
-  // `tag_pools[h]`: the DMA read tag pool of host h (sim::TimingModel::tag_pool); one per device.
-  explicit ChainRecorder(std::vector<uint32_t> tag_pools);
+  // `tag_pools[h]`: the DMA read tag pool of host h (sim::TimingModel::tag_pool). `devices`: how
+  // many devices make events (0: one per host).
+  explicit ChainRecorder(std::vector<uint32_t> tag_pools, uint32_t devices = 0);
 
   // Starts recording a post into `out` (cleared first). Events outside begin()/end() are ignored.
   void begin(sim::ChainBuilder& out, const PostInfo& info);
@@ -52,6 +61,14 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   // a doorbell record for waits for the post that started the chain, not for the SEND's packet,
   // and the payload it places waits for both.
   void set_rq_prefetch(bool on) { rq_prefetch_ = on; }
+  // Cut-through between the HCA's units (the profile's hca.cut_through; `params` outlives the
+  // recorder, nullptr: off): a request packet waits for its payload's first completion and for
+  // its last one less the packet's serialization (a join with that negative lead); a responder's
+  // payload write waits for the packet less the serialization of the bytes after its piece.
+  void set_cut_through(const sim::TimingParams* params) { cut_through_ = params; }
+  // The root complex's spacing of one read's completions (the profile's pcie.rc_completion_gap_ns):
+  // the k-th completion of a transfer waits k gaps more.
+  void set_completion_gap(Picoseconds gap) { completion_gap_ = gap; }
   // After end(): whether PostInfo::arrival_tag found its step.
   [[nodiscard]] bool arrival_tagged() const { return arrival_tagged_; }
 
@@ -75,6 +92,7 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
     uint32_t wqe_index = 0;             // WQEs started so far
     uint32_t wqe_step = sim::kNoStep;   // the current WQE's parse step; kNoStep between WQEs
     uint32_t payload_last = sim::kNoStep;  // last payload CplD since the previous packet
+    uint32_t payload_first = sim::kNoStep;  // first payload CplD since the previous packet
     uint32_t packet_last = sim::kNoStep;   // the last request packet sent
   };
   // A device's receive side: what the packet it is handling made it do.
@@ -94,12 +112,15 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
     uint32_t pred = sim::kNoStep;       // what the MRds of this transfer wait for
     uint32_t mrd = sim::kNoStep;        // the MRd the next CplD answers
     uint32_t last_cpld = sim::kNoStep;  // last CplD of `mrd`
+    uint32_t cplds = 0;                 // completions of this transfer so far
     sim::Phase phase = sim::Phase::kWqeFetch;
   };
   struct Device {
     SendContext send;
     RxContext rx;
     ReadState read;
+    uint32_t rx_packet = sim::kNoStep;  // the request packet the device is handling (cut-through)
+    std::vector<std::pair<uint32_t, uint32_t>> rx_writes;  // its payload writes: (step, bytes)
   };
   struct InFlight {
     uint32_t arrival;  // the step after which the packet is at the destination port
@@ -107,10 +128,16 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   };
 
   Device& device(uint32_t d);
+  // The host device d stands for in the post being recorded (PostInfo::hosts).
+  [[nodiscard]] uint8_t host_of(uint32_t d) const {
+    return static_cast<uint8_t>(d < info_.hosts.size() ? info_.hosts[d] : d);
+  }
   void start_wqe(Device& dev);
   uint32_t hand_doorbell_to_hca(Device& dev);
   void close_mrd(Device& dev);
   void close_read(Device& dev);
+  // Cut-through: sets the leads of the payload writes of the packet the device was handling.
+  void close_rx_writes(Device& dev);
   void on_read_tlp(uint32_t d, Device& dev, const pcie::Tlp& tlp, uint32_t pred, sim::Phase phase);
   uint32_t add_tlp(uint32_t d, const pcie::Tlp& tlp, sim::Phase phase, uint32_t p0, uint32_t p1 = sim::kNoStep);
   uint32_t transmit(uint32_t d, uint32_t bytes, uint32_t dlid_device, sim::Phase phase, uint32_t p0, uint32_t p1);
@@ -129,6 +156,8 @@ class ChainRecorder final : public runtime::TlpTap, public runtime::PacketTap {
   uint32_t doorbells_ = 0;
   uint32_t blueflame_lines_ = 0;
   bool rq_prefetch_ = false;
+  const sim::TimingParams* cut_through_ = nullptr;
+  Picoseconds completion_gap_{0};
 };
 
 }  // namespace softhca::tools

@@ -45,6 +45,8 @@ class StreamGenerator final : public sim::ChainListener {
     }
     ensure_sim_runtime(profile);
     recorder_.set_rq_prefetch(profile.hca.rq_prefetch);
+    recorder_.set_cut_through(profile.hca.cut_through ? &params_ : nullptr);
+    recorder_.set_completion_gap(params_.rc_completion_gap);
     stride_ = w.size_bytes;
     recv_stride_ = w.size_bytes + (w.transport == Transport::kUd ? kUdGrhBytes : 0);
     slot_named(kRequester).set_blueflame_mode(static_cast<uint8_t>(w.blueflame));

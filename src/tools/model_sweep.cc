@@ -93,7 +93,8 @@ SweepAxis parse_axis(std::string_view spec) {
 
 bool is_workload_parameter(std::string_view n) {
   return n == "size" || n == "messages" || n == "qps" || n == "threads" || n == "postlist" || n == "signal_period" ||
-         n == "depth" || n == "inline" || n == "blueflame" || n == "op" || n == "transport" || n == "workload";
+         n == "depth" || n == "inline" || n == "blueflame" || n == "op" || n == "transport" || n == "workload" ||
+         n == "hosts" || n == "order";
 }
 
 void apply_parameter(sim::MachineProfile& p, Workload& w, std::string_view name, std::string_view value) {
@@ -137,8 +138,16 @@ void apply_parameter(sim::MachineProfile& p, Workload& w, std::string_view name,
     w.transport = *t;
   } else if (name == "workload") {
     const auto pat = pattern_from_string(value);
-    if (!pat) throw std::invalid_argument("workload is stream, pingpong, pcie-read or pcie-write, not " + std::string(value));
+    if (!pat) {
+      throw std::invalid_argument("workload is stream, pingpong, pcie-read, pcie-write, incast or alltoall, not " +
+                                  std::string(value));
+    }
     w.pattern = *pat;
+  } else if (name == "order") {
+    if (value != "linear" && value != "shifted") throw std::invalid_argument("order is linear or shifted, not " + std::string(value));
+    w.shifted = value == "shifted";
+  } else if (name == "hosts") {
+    w.hosts = static_cast<uint32_t>(parse_count(name, value, 2, 256));
   } else {
     if (auto err = sim::set_profile_what_if(p, name, value)) throw std::invalid_argument(*err);
     if (auto err = sim::validate(p)) throw std::invalid_argument(std::string(name) + "=" + std::string(value) + ": " + *err);
@@ -166,7 +175,8 @@ std::vector<ModelPoint> run_model(const sim::MachineProfile& profile, const Work
       pt.series = sv;
       pt.x = xv;
       pt.run = run_workload(p, w, options);
-      if (!is_dma(w.pattern)) pt.latency = measure_latency(p, w);  // a DMA run has no post
+      // A DMA run has no post; a many-host run's flows are streams of their own (no one-post run).
+      if (!is_dma(w.pattern) && !is_fanout(w.pattern)) pt.latency = measure_latency(p, w);
       points.push_back(std::move(pt));
       if (progress) progress(points.size(), total);
     }

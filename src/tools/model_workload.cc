@@ -11,6 +11,7 @@ constexpr uint32_t kMaxQps = 1u << 16;          // the device's max_qp (hca/devi
 constexpr uint32_t kAtomicBytes = 8;
 constexpr uint32_t kMaxUdBytes = 4096;          // one packet of the port's MTU (W4)
 constexpr uint32_t kMaxDmaBytes = 1u << 20;     // a DMA transfer's chain stays small (assumed bound)
+constexpr uint32_t kMaxHosts = 256;             // the timing model's hosts (sim::TimingModel)
 }  // namespace
 
 std::string_view to_string(Operation op) {
@@ -45,6 +46,14 @@ std::optional<std::string> validate(const Workload& w) {
   }
   if (w.transport == Transport::kUd && w.size_bytes > kMaxUdBytes) {
     return "a UD message is one packet: at most " + std::to_string(kMaxUdBytes) + " bytes";
+  }
+  if (is_fanout(w.pattern)) {
+    if (w.hosts < 2 || w.hosts > kMaxHosts) return "incast and alltoall run on 2.." + std::to_string(kMaxHosts) + " hosts";
+    if (w.qps != 1 || w.threads != 1) return "incast and alltoall run one QP per flow and one thread per host";
+    const uint64_t flows = w.pattern == Pattern::kIncast ? w.hosts - 1 : uint64_t{w.hosts} * (w.hosts - 1);
+    if (flows * w.messages > (uint64_t{1} << 32)) return "at most 2^32 messages in all";
+  } else if (w.hosts != 2) {
+    return "only incast and alltoall run on more than two hosts";
   }
   if (w.pattern == Pattern::kPingPong) {
     if (w.op != Operation::kSend && w.op != Operation::kWrite) return "pingpong answers write or send only";
@@ -97,6 +106,8 @@ std::string_view to_string(Pattern p) {
     case Pattern::kPingPong: return "pingpong";
     case Pattern::kPcieRead: return "pcie-read";
     case Pattern::kPcieWrite: return "pcie-write";
+    case Pattern::kIncast: return "incast";
+    case Pattern::kAllToAll: return "alltoall";
   }
   return "?";
 }
@@ -106,11 +117,14 @@ std::optional<Pattern> pattern_from_string(std::string_view s) {
   if (s == "pingpong") return Pattern::kPingPong;
   if (s == "pcie-read") return Pattern::kPcieRead;
   if (s == "pcie-write") return Pattern::kPcieWrite;
+  if (s == "incast") return Pattern::kIncast;
+  if (s == "alltoall") return Pattern::kAllToAll;
   return std::nullopt;
 }
 
 RunResult run_workload(const sim::MachineProfile& p, const Workload& w, const RunOptions& options) {
   if (is_dma(w.pattern)) return run_dma(p, w);
+  if (is_fanout(w.pattern)) return run_fanout(p, w);
   return w.pattern == Pattern::kPingPong ? run_pingpong(p, w) : run_closed_loop(p, w, options);
 }
 

@@ -1,6 +1,6 @@
 // The timing model's workloads and what they report: a stream (host 0 posts closed-loop) or a
-// ping-pong (both hosts post and poll, perftest's _lat) on RC, UC or UD, through the real verbs API
-// and device on a sim-mode runtime, or pcie-bench's DMA reads and writes through the device's PCIe
+// ping-pong (both hosts post and poll, perftest's _lat) on RC, UC or UD, or an incast or all-to-all
+// of many hosts, through the real verbs API and device on a sim-mode runtime, or pcie-bench's DMA reads and writes through the device's PCIe
 // port alone; virtual time in ps, deterministic bit for bit.
 #pragma once
 #include <array>
@@ -36,8 +36,14 @@ std::optional<Transport> transport_from_string(std::string_view s);
 // host 0's device reads (writes) size_bytes of host memory, `messages` times: one at a time for
 // the latency, as many at once as its read tags (posted credits) allow for the bandwidth
 // (pcie-bench's LAT_RD, BW_RD, BW_WR); no CPU, no QP, no fabric (transport and op do not apply).
-enum class Pattern : uint8_t { kStream, kPingPong, kPcieRead, kPcieWrite };
+// incast: hosts 1..N-1 each send `messages` to host 0; alltoall: every host sends `messages` to
+// every other, round robin over its peers in ascending order (0, 1, ...: a plain loop, so at first
+// every host sends to the same one) or shifted (h+1, h+2, ...: MPI's pairwise order); one QP per (sender, receiver) flow, one CPU
+// thread per host posting closed-loop, receivers' CPUs not modelled; through the switch's output
+// queues and link-level credits (model_fanout.cc).
+enum class Pattern : uint8_t { kStream, kPingPong, kPcieRead, kPcieWrite, kIncast, kAllToAll };
 [[nodiscard]] constexpr bool is_dma(Pattern p) { return p == Pattern::kPcieRead || p == Pattern::kPcieWrite; }
+[[nodiscard]] constexpr bool is_fanout(Pattern p) { return p == Pattern::kIncast || p == Pattern::kAllToAll; }
 std::string_view to_string(Pattern p);
 std::optional<Pattern> pattern_from_string(std::string_view s);
 
@@ -54,6 +60,8 @@ struct Workload {
   uint32_t signal_period = 1;     // one signaled WR in this many (and always the QP's last)
   driver::BlueFlameMode blueflame = driver::BlueFlameMode::kOff;
   uint32_t queue_depth = 128;     // send queue depth (max_send_wr) per QP
+  uint32_t hosts = 2;             // incast, alltoall: hosts on the switch (2..256); else 2
+  bool shifted = false;           // alltoall: host h's peers in the order h+1, h+2, ... (else 0, 1, ...)
 };
 // An error message when the workload cannot run (sizes, limits, a closed loop that would stall).
 std::optional<std::string> validate(const Workload& w);
@@ -81,6 +89,19 @@ struct CpuUse {
   uint32_t host = 0;
   uint32_t thread = 0;
   Picoseconds busy{0};
+};
+
+// incast, alltoall: what one host's HCA did, from the chains placed (the device's own TLPs and
+// packets of every exchange the host took part in).
+struct HostTraffic {
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t packets_sent = 0;      // requests, ACKs and responses leaving its port
+  uint64_t packets_received = 0;
+  uint64_t packet_bytes_sent = 0;  // LRH to VCRC
+  // TLPs on its PCIe link: [LinkDir (down, up)][TlpClass (posted, non-posted, completion)].
+  std::array<std::array<uint64_t, 3>, 2> tlps{};
+  std::array<uint64_t, 2> tlp_wire_bytes{};  // [LinkDir]
 };
 
 struct RunResult {
@@ -111,6 +132,7 @@ struct RunResult {
   Picoseconds dma_latency_min{0};
   Picoseconds dma_latency_max{0};
   double dma_bandwidth_gbps = 0;
+  std::vector<HostTraffic> traffic;  // incast, alltoall: per host
 };
 
 struct RunOptions {
@@ -130,6 +152,8 @@ RunResult run_pingpong(const sim::MachineProfile& p, const Workload& w);
 // Runs pcie-read or pcie-write (model_dma.cc): its latency run, then its bandwidth run (whose
 // counts, resources and rate the result holds). Throws std::invalid_argument for a bad workload.
 RunResult run_dma(const sim::MachineProfile& p, const Workload& w);
+// Runs incast or alltoall over w.hosts hosts (model_fanout.cc); throws as run_closed_loop().
+RunResult run_fanout(const sim::MachineProfile& p, const Workload& w);
 // The run w.pattern names.
 RunResult run_workload(const sim::MachineProfile& p, const Workload& w, const RunOptions& options = {});
 

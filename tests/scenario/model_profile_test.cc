@@ -23,14 +23,15 @@ std::string error_of(std::string_view toml) {
   return "";
 }
 
-TEST(Profiles, TheThreeBuiltInProfilesLoad) {
-  for (std::string_view name : {"thunderx2-cx4-edr", "x86-gen3-cx4-edr", "x86-gen4-cx6-hdr"}) {
+TEST(Profiles, TheFiveBuiltInProfilesLoad) {
+  for (std::string_view name : {"thunderx2-cx4-edr", "x86-gen3-cx4-edr", "x86-gen4-cx6-hdr", "nfp6000-bdw-e5-2630v4",
+                                "t630-e5-2643v4-cx4-edr"}) {
     SCOPED_TRACE(name);
     const sim::MachineProfile p = load_profile(name);
     EXPECT_EQ(p.name, name);
     EXPECT_FALSE(p.description.empty());
   }
-  EXPECT_EQ(embedded_profile_names().size(), 3u);
+  EXPECT_EQ(embedded_profile_names().size(), 5u);
 }
 
 TEST(Profiles, TheSeedsMachineIsGen3x16With125nsRoundTripAndEdr4x_S2) {
@@ -69,7 +70,7 @@ TEST(Profiles, EveryNumberInEveryBuiltInProfileNamesItsSource) {
       const std::string comment = line.substr(hash);
       bool cited = comment.find("assumed") != std::string::npos;
       for (const char* row : {"S1", "S2", "S3", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "K1", "K2", "K3", "K4",
-                              "K5", "K6", "K7", "W1", "W4", "W5", "W6", "W7"}) {
+                              "K5", "K6", "K7", "P9", "P10", "P11", "W1", "W4", "W5", "W6", "W7"}) {
         cited = cited || comment.find(row) != std::string::npos;
       }
       EXPECT_TRUE(cited) << "source neither a figures.md row nor \"assumed\": " << line;
