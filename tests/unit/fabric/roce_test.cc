@@ -239,7 +239,7 @@ TEST(RoceRoundTrip, EveryOpcodeWithEveryPayloadLengthItAllows) {
 
 TEST(RoceRoundTrip, TheLargestPacketFillsTheLimitExactly) {
   Random r(7);
-  const PacketFields f = roce_fields(BthOpcode::kRcRdmaWriteOnlyImm, r);
+  const PacketFields f = roce_fields(BthOpcode::kXrcRdmaWriteOnlyImm, r);
   EXPECT_EQ(roce_wire_bytes(f, kMaxPayloadBytes), kMaxRocePacketBytes);
 }
 
