@@ -18,12 +18,12 @@ int Device::cmd_open_xrcd(const OpenXrcdIn& in, OpenXrcdOut& out) {
     });
     if (found != 0) {
       // As the kernel's ib_uverbs_open_xrcd: O_EXCL refuses a domain that exists for the file.
-      if (in.exclusive && in.create) return EEXIST;
+      if (in.exclusive) return EINVAL;
       if (!xrcds_.find(found)->opens.add(owner_)) return ENOMEM;
       out.xrcdn = found;
       return 0;
     }
-    if (!in.create) return ENOENT;
+    if (!in.create) return EINVAL;  // the kernel's answer too
   }
   XrcDomain* d = nullptr;
   const uint32_t n = xrcds_.insert(owner_, &d);

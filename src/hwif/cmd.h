@@ -170,8 +170,8 @@ struct QueryClockOut {
 // XRC domains (IBA 11.2.4.x "XRC domain", ibv_open_xrcd(3)): every process that opens the same
 // file (named by its device and inode, as the kernel does) gets the same domain; `anonymous`
 // (fd -1) always makes a new one that only this process holds. `create`: O_CREAT, make the
-// domain when none exists for the file (ENOENT otherwise); `exclusive`: O_EXCL, EEXIST when one
-// does. A domain lives while any process holds it open (each open counts; a process's opens go
+// domain when none exists for the file; `exclusive`: O_EXCL, refuse one that exists. Both
+// refusals are EINVAL, as the kernel's ib_uverbs_open_xrcd answers. A domain lives while any process holds it open (each open counts; a process's opens go
 // when it does), and while XRC SRQs and TGT QPs are in it.
 inline constexpr uint32_t kNoXrcd = 0;
 struct OpenXrcdIn {
