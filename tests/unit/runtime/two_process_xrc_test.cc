@@ -2,12 +2,13 @@
 // SOFTHCA_FABRIC unique to the test; ibv_open_xrcd(3), ibv_open_qp(3)): the creator opens an XRC
 // domain by a file and makes a TGT QP in it; the user opens the same file without O_CREAT (so it
 // finds the creator's domain or fails), takes a handle on the TGT QP by its number, and the
-// creator exits without destroying anything. The QP outlives it (the user's handle holds it): the
+// creator dies without destroying anything. The QP outlives it (the user's handle holds it): the
 // user connects it to an INI QP of its own, and a message through it lands in the user's XRC SRQ;
 // the creator's other TGT QP, which nobody else held, went with it.
 // When the user drops its handle the QP is gone. Every wait is bounded.
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -48,8 +49,9 @@ ibv_xrcd* open_domain(ibv_context* ctx, int oflags) {
   return x;
 }
 
-// The creator: a domain for the file, a TGT QP in it; tells the user its QPN, waits until the user
-// holds a handle, and exits with every object still alive (the runtime's detach reclaims them).
+// The creator: a domain for the file, two TGT QPs in it; tells the user their QPNs, waits until
+// the user holds a handle on the first, and dies (SIGKILL) with every object still alive: the
+// device reclaims what a dead process held.
 int run_creator(int in, int out) {
   ibv_context* ctx = open_only_device();
   if (ctx == nullptr) return 1;
@@ -66,7 +68,8 @@ int run_creator(int in, int out) {
   if (!test::write_all(out, qpns, sizeof qpns)) return 4;
   uint8_t opened = 0;
   if (!test::read_bounded(in, &opened, 1, kWaitMs)) return 5;
-  return 0;
+  ::raise(SIGKILL);
+  return 6;
 }
 
 int modify(ibv_qp* qp, ibv_qp_attr a, int mask) { return ibv_modify_qp(qp, &a, mask); }
@@ -90,9 +93,22 @@ int run_user(int in, int out, pid_t creator) {
   if (tgt == nullptr) return 23;
   const uint8_t opened = 1;
   if (!test::write_all(out, &opened, 1)) return 24;
-  if (test::reap_bounded(creator, kWaitMs) != 0) return 25;
-  oa.qp_num = qpns[1];  // the creator's other TGT QP went with it
-  if (ibv_open_qp(ctx, &oa) != nullptr || errno != EINVAL) return 43;
+  if (test::reap_bounded(creator, kWaitMs) != 128 + SIGKILL) return 25;
+  // The runtime's sweep reclaims the dead creator's objects (within its period): the other TGT
+  // QP, which only the creator held, goes; a handle taken meanwhile is dropped again to let it.
+  oa.qp_num = qpns[1];
+  bool reclaimed = false;
+  for (int i = 0; i < kWaitMs / 10 && !reclaimed; ++i) {
+    ibv_qp* probe = ibv_open_qp(ctx, &oa);
+    if (probe == nullptr) {
+      if (errno != EINVAL) return 43;
+      reclaimed = true;
+    } else {
+      if (ibv_destroy_qp(probe) != 0) return 44;
+      ::usleep(10'000);  // polling the sweep, not synchronising with it
+    }
+  }
+  if (!reclaimed) return 45;
   oa.qp_num = qpn;
 
   ibv_pd* pd = ibv_alloc_pd(ctx);
