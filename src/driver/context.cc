@@ -50,7 +50,8 @@ void fill_device_attr(const hwif::DeviceCaps& c, ibv_device_attr& a) {
   a.hw_ver = c.hw_ver;
   a.max_qp = static_cast<int>(c.max_qp);
   a.max_qp_wr = static_cast<int>(c.max_qp_wr);
-  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+  // XRC: domains, XRC SRQs, INI and TGT QPs (xrc.cc), as the device executes them.
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_XRC;
   a.max_sge = static_cast<int>(c.max_sge);
   a.max_sge_rd = static_cast<int>(c.max_sge_rd);
   a.max_cq = static_cast<int>(c.max_cq);

@@ -301,4 +301,30 @@ void cq_clean(Cq* cq, uint32_t qpn, Srq* srq) {
   }
 }
 
+// The CQEs of an XRC SRQ's receives (any TGT QP's) still in its CQ, dropped when it is destroyed:
+// nothing could retire them any more.
+void cq_clean_srq(Cq* cq, uint32_t srqn) {
+  std::lock_guard g(cq->lock);
+  const uint32_t nent = 1u << cq->log_nent;
+  uint32_t prod = cq->cons_index;
+  while (prod - cq->cons_index < nent && cqe_if_valid(*cq, prod) != nullptr) ++prod;
+  uint32_t nfreed = 0;
+  for (uint32_t p = prod; p != cq->cons_index;) {
+    --p;
+    hwif::Cqe64* cqe = cqe_at(*cq, p);
+    if (cqe_is_responder(cqe->opcode()) && cqe_srqn(*cqe) == srqn) {
+      ++nfreed;
+    } else if (nfreed != 0) {
+      hwif::Cqe64* dst = cqe_at(*cq, p + nfreed);
+      const uint8_t owner = dst->op_own & hwif::kCqeOwnerBit;
+      std::memcpy(dst, cqe, sizeof(*dst));
+      dst->op_own = static_cast<uint8_t>((dst->op_own & ~hwif::kCqeOwnerBit) | owner);
+    }
+  }
+  if (nfreed != 0) {
+    cq->cons_index += nfreed;
+    store_dbrec(cq->dbrec->set_ci, cq->cons_index & 0xffffff);
+  }
+}
+
 }  // namespace softhca::driver

@@ -54,16 +54,17 @@ void retire_send(Qp& qp, uint16_t wqe_counter, ibv_wc& wc) {
   sq.tail.store(sq.wqe_head[idx] + 1, std::memory_order_release);
 }
 
-// Responder: an SRQ WQE by wqe_counter, else the next RQ WQE in order.
-void retire_recv(Qp& qp, uint16_t wqe_counter, ibv_wc& wc) {
-  if (Srq* srq = qp.srq; srq != nullptr) {
+// Responder: an SRQ WQE by wqe_counter (`srq`: the QP's, or the XRC SRQ the CQE names), else
+// the next RQ WQE in order.
+void retire_recv(Qp* qp, Srq* srq, uint16_t wqe_counter, ibv_wc& wc) {
+  if (srq != nullptr) {
     std::lock_guard g(srq->lock);
     const uint32_t idx = wqe_counter & (srq->wqe_cnt - 1);
     wc.wr_id = srq->wrid[idx];
     srq_free_wqe(srq, idx);
     return;
   }
-  RecvQueue& rq = qp.rq;
+  RecvQueue& rq = qp->rq;
   const uint32_t tail = rq.tail.load(std::memory_order_relaxed);
   wc.wr_id = rq.wrid[tail & (rq.wqe_cnt - 1)];
   rq.tail.store(tail + 1, std::memory_order_release);
@@ -137,7 +138,14 @@ void responder_fields(const hwif::Cqe64& cqe, ibv_wc& wc) {
 bool cqe_to_wc(const Cq& cq, const hwif::Cqe64& cqe, ibv_wc& wc) {
   const uint32_t qpn = cqe_qpn(cqe);
   Qp* qp = cq.ctx->qps.find(qpn);
-  if (qp == nullptr) return false;
+  Srq* srq = qp != nullptr ? qp->srq : nullptr;
+  if (cqe_is_responder(cqe.opcode()) && (qp == nullptr || qp->type == hwif::QpType::kXrcTgt)) {
+    // An XRC receive: its TGT QP may be another process's; the CQE names the SRQ (ours).
+    srq = cq.ctx->srqs.find(cqe_srqn(cqe));
+    if (srq == nullptr || srq->xrcd == nullptr) return false;
+  } else if (qp == nullptr) {
+    return false;
+  }
   wc = ibv_wc{};
   wc.qp_num = qpn;
   const uint16_t wqe_counter = cqe.wqe_counter.get();
@@ -155,7 +163,7 @@ bool cqe_to_wc(const Cq& cq, const hwif::Cqe64& cqe, ibv_wc& wc) {
       if (cqe.opcode() == hwif::CqeOpcode::kReqErr) {
         retire_send(*qp, wqe_counter, wc);
       } else {
-        retire_recv(*qp, wqe_counter, wc);
+        retire_recv(qp, srq, wqe_counter, wc);
         wc.opcode = IBV_WC_RECV;
       }
       return true;
@@ -165,7 +173,7 @@ bool cqe_to_wc(const Cq& cq, const hwif::Cqe64& cqe, ibv_wc& wc) {
     case hwif::CqeOpcode::kRespSendImm:
     case hwif::CqeOpcode::kRespSendInv:
       wc.status = IBV_WC_SUCCESS;
-      retire_recv(*qp, wqe_counter, wc);
+      retire_recv(qp, srq, wqe_counter, wc);
       responder_fields(cqe, wc);
       return true;
     case hwif::CqeOpcode::kInvalid:

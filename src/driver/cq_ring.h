@@ -38,6 +38,9 @@ inline bool cqe_is_responder(hwif::CqeOpcode op) {
 }
 
 inline uint32_t cqe_qpn(const hwif::Cqe64& cqe) { return cqe.sop_drop_qpn.get() & 0xffffff; }
+// The SRQ a responder CQE's WQE came from (success and error CQEs keep it at the same offset);
+// 0 for none.
+inline uint32_t cqe_srqn(const hwif::Cqe64& cqe) { return cqe.srqn_uidx.get() & 0xffffff; }
 
 // Fills wc from one CQE and retires its WQE (cq_poll.cc). False when the CQE belongs to no known
 // QP or has an unknown opcode: consumed and not reported.

@@ -131,10 +131,21 @@ struct Cq {
   Pd* parent = nullptr;        // the parent domain it was created in (IBV_CQ_INIT_ATTR_MASK_PD)
 };
 
+// An XRC domain this process opened (ibv_open_xrcd): the device's domain, shared with every
+// process that opened the same file.
+struct Xrcd {
+  ibv_xrcd xrcd;
+  Context* ctx = nullptr;
+  uint32_t xrcdn = 0;
+  std::atomic<uint32_t> users{0};  // this process's XRC SRQs and TGT QP handles in it
+};
+
 struct Srq {
   ibv_srq srq;
   Context* ctx = nullptr;
   Pd* pd = nullptr;
+  Xrcd* xrcd = nullptr;  // an XRC SRQ: its domain and the CQ its receives complete in
+  Cq* cq = nullptr;
   uint32_t srqn = 0;
   HostBuffer buf;  // wqe_cnt WQEs of 1 << log_stride bytes: SrqNextSeg + data segments
   HostBuffer dbrec_page;
@@ -186,6 +197,7 @@ struct WrBuilder {
   int err = 0;
   bool open = false;          // a WQE was begun and not yet finished
   bool need_ud_addr = false;  // UD: the datagram segment is still to be set
+  bool need_xrc_srqn = false; // XRC INI: the XRC segment is still to be set (at dgram_ptr)
   bool data_set = false;
   bool cur_inline = false;    // the open WQE carries inline data
   bool last_inline = false;   // the last finished WQE carries inline data
@@ -206,6 +218,8 @@ struct Qp {
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;
+  Xrcd* xrcd = nullptr;  // a TGT QP's domain (no PD, CQs, SRQ or rings then)
+  bool opened = false;   // a TGT QP handle of ibv_open_qp (not in Context::qps: its creator may be)
   uint32_t qpn = 0;
   hwif::QpType type = hwif::QpType::kRc;
   bool sq_sig_all = false;
@@ -240,6 +254,7 @@ inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+inline Xrcd* to_xrcd(ibv_xrcd* x) { return reinterpret_cast<Xrcd*>(x); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 inline Qp* to_qp(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
 
@@ -255,7 +270,7 @@ inline constexpr uint32_t log2_exact(uint32_t pow2) {
 }
 
 static_assert(std::is_standard_layout_v<Pd> && std::is_standard_layout_v<Mr> && std::is_standard_layout_v<Ah>);
-static_assert(std::is_standard_layout_v<Td>);
+static_assert(std::is_standard_layout_v<Td> && std::is_standard_layout_v<Xrcd>);
 static_assert(std::is_standard_layout_v<CompChannel>);
 #if !defined(__clang__)
 static_assert(std::is_standard_layout_v<Srq>);  // GCC only: see Qp above
@@ -270,6 +285,7 @@ T* fail_errno(int err) {
 
 // Lifecycle helpers shared between files (control path).
 void cq_clean(Cq* cq, uint32_t qpn, Srq* srq);  // drops CQEs of qpn not yet polled
+void cq_clean_srq(Cq* cq, uint32_t srqn);        // drops an XRC SRQ's receive CQEs not yet polled
 void srq_free_wqe(Srq* srq, uint32_t idx);       // caller holds srq->lock
 void qp_ex_install_ops(Qp* qp);                  // fills the ibv_qp_ex wr_* pointers
 int open_async_events(Context& ctx);             // the async EQ (async_events.cc): 0 or an errno

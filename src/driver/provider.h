@@ -110,6 +110,10 @@ void ack_cq_events(ibv_cq* cq, unsigned int nevents);
 
 // ---- SRQ ----------------------------------------------------------------------------------------
 ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr);
+// An SRQ of `pd`; with an XRC domain (open in this context) an XRC SRQ whose receives complete in
+// `cq` (ibv_create_srq_ex(3), IBV_SRQT_XRC).
+ibv_srq* create_srq_in(ibv_pd* pd, ibv_srq_init_attr* attr, ibv_xrcd* xrcd, ibv_cq* cq);
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num);  // EINVAL for an SRQ that is not XRC
 int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask);
 int query_srq(ibv_srq* srq, ibv_srq_attr* attr);
 int destroy_srq(ibv_srq* srq);
@@ -118,6 +122,17 @@ int destroy_srq(ibv_srq* srq);
 // Every QP object is an ibv_qp_ex; attr->cap is updated with the actual capabilities.
 // send_ops_flags != 0 asks for the ibv_wr_* interface (see qp_ex below).
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops_flags);
+// ---- XRC (xrc.cc; ibv_open_xrcd(3), ibv_create_qp_ex(3), ibv_open_qp(3)) ----
+// fd -1: a new domain of this process's own; otherwise the domain of the file fd names, shared
+// with every process of the host that opens it (oflags O_CREAT makes it when there is none:
+// EINVAL without; O_CREAT|O_EXCL: EINVAL when there is one; EBADF for a bad fd).
+ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags);
+int close_xrcd(ibv_xrcd* xrcd);  // EBUSY while this process's XRC SRQs or TGT QPs are in it
+// An XRC TGT QP (IBV_QPT_XRC_RECV) in `xrcd`: no PD, CQs, SRQ or rings. An XRC INI QP
+// (IBV_QPT_XRC_SEND) is create_qp's, with a send queue and send CQ only.
+ibv_qp* create_xrc_tgt_qp(ibv_xrcd* xrcd, void* qp_context);
+// A handle on TGT QP `qpn` of `xrcd` (EINVAL: none such); ibv_destroy_qp drops it.
+ibv_qp* open_qp(ibv_xrcd* xrcd, uint32_t qpn, void* qp_context);
 int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
 int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
 int destroy_qp(ibv_qp* qp);

@@ -26,6 +26,7 @@ bool to_hw_type(ibv_qp_type t, hwif::QpType& out) {
     case IBV_QPT_RC: out = hwif::QpType::kRc; return true;
     case IBV_QPT_UC: out = hwif::QpType::kUc; return true;
     case IBV_QPT_UD: out = hwif::QpType::kUd; return true;
+    case IBV_QPT_XRC_SEND: out = hwif::QpType::kXrcIni; return true;
     default: return false;
   }
 }
@@ -94,14 +95,16 @@ void set_state(Qp& qp, ibv_qp_state s) {
 }
 
 // Locks the CQs a QP uses (one or two), and cleans them of the QP's CQEs.
+// (An XRC INI QP has a send CQ only, a TGT QP none: its receives complete in its SRQs' CQs.)
 void clean_cqs(Qp& qp) {
-  cq_clean(qp.recv_cq, qp.qpn, qp.srq);
-  if (qp.send_cq != qp.recv_cq) cq_clean(qp.send_cq, qp.qpn, nullptr);
+  if (qp.recv_cq != nullptr) cq_clean(qp.recv_cq, qp.qpn, qp.srq);
+  if (qp.send_cq != nullptr && qp.send_cq != qp.recv_cq) cq_clean(qp.send_cq, qp.qpn, nullptr);
 }
 
 // After ->RESET: the device forgot the rings, so the driver starts again at index 0.
 void reset_rings(Qp& qp) {
   clean_cqs(qp);
+  if (qp.dbrec == nullptr) return;  // a TGT QP has no rings
   {
     std::lock_guard g(qp.sq.lock);
     qp.sq.head = 0;
@@ -117,10 +120,11 @@ void reset_rings(Qp& qp) {
 }
 
 void release_users(Qp& qp) {
-  qp.pd->users.fetch_sub(1, std::memory_order_relaxed);
-  qp.send_cq->users.fetch_sub(1, std::memory_order_relaxed);
-  qp.recv_cq->users.fetch_sub(1, std::memory_order_relaxed);
+  if (qp.pd != nullptr) qp.pd->users.fetch_sub(1, std::memory_order_relaxed);
+  if (qp.send_cq != nullptr) qp.send_cq->users.fetch_sub(1, std::memory_order_relaxed);
+  if (qp.recv_cq != nullptr) qp.recv_cq->users.fetch_sub(1, std::memory_order_relaxed);
   if (qp.srq != nullptr) qp.srq->users.fetch_sub(1, std::memory_order_relaxed);
+  if (qp.xrcd != nullptr) qp.xrcd->users.fetch_sub(1, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -131,7 +135,10 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
   hwif::QpType type;
   if (!to_hw_type(attr->qp_type, type)) return fail_errno<ibv_qp>(EOPNOTSUPP);
   if (send_ops_flags & ~(kSupportedSendOps & send_ops_of_type(type))) return fail_errno<ibv_qp>(EOPNOTSUPP);
-  if (attr->send_cq == nullptr || attr->recv_cq == nullptr) return fail_errno<ibv_qp>(EINVAL);
+  // An XRC INI QP sends only: no receive CQ, receive queue or SRQ (ibv_create_qp_ex(3)).
+  const bool ini = type == hwif::QpType::kXrcIni;
+  if (attr->send_cq == nullptr || (attr->recv_cq == nullptr && !ini)) return fail_errno<ibv_qp>(EINVAL);
+  if (ini) attr->cap.max_recv_wr = attr->cap.max_recv_sge = 0;
   ibv_qp_cap& req = attr->cap;
   if (req.max_send_wr > caps.max_qp_wr || req.max_recv_wr > caps.max_qp_wr || req.max_send_sge > caps.max_sge ||
       req.max_recv_sge > caps.max_sge || req.max_inline_data > caps.max_inline_data)
@@ -142,7 +149,7 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
       err != 0)
     return fail_errno<ibv_qp>(err);
 
-  const bool has_srq = attr->srq != nullptr;
+  const bool has_srq = attr->srq != nullptr || ini;  // (INI: no receive queue, as with an SRQ)
   const uint32_t rq_cnt = has_srq ? 0 : roundup_pow2(std::max<uint32_t>(req.max_recv_wr, 1));
   const uint32_t rq_stride = roundup_pow2(static_cast<uint32_t>(sizeof(hwif::DataSeg)) * std::max<uint32_t>(req.max_recv_sge, 1));
   if (rq_cnt > kMaxRecvWqes) return fail_errno<ibv_qp>(EINVAL);
@@ -181,8 +188,8 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
   qp->ctx = ctx;
   qp->pd = to_pd(ibpd);
   qp->send_cq = to_cq(attr->send_cq);
-  qp->recv_cq = to_cq(attr->recv_cq);
-  qp->srq = has_srq ? to_srq(attr->srq) : nullptr;
+  qp->recv_cq = attr->recv_cq != nullptr && !ini ? to_cq(attr->recv_cq) : nullptr;
+  qp->srq = attr->srq != nullptr && !ini ? to_srq(attr->srq) : nullptr;
   qp->type = type;
   qp->sq_sig_all = attr->sq_sig_all != 0;
   qp->send_ops_flags = send_ops_flags;
@@ -191,8 +198,8 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
   in.type = type;
   in.pdn = qp->pd->pdn;
   in.send_cqn = qp->send_cq->cqn;
-  in.recv_cqn = qp->recv_cq->cqn;
-  in.srqn = has_srq ? qp->srq->srqn : hwif::kNoSrq;
+  in.recv_cqn = qp->recv_cq != nullptr ? qp->recv_cq->cqn : 0;
+  in.srqn = qp->srq != nullptr ? qp->srq->srqn : hwif::kNoSrq;
   in.sq_addr = sq.buf.dma_addr();
   in.log_sq_bbs = log2_exact(sq.wqe_cnt);
   in.rq_addr = has_srq ? 0 : rq.buf.dma_addr();
@@ -220,7 +227,7 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
   }
   qp->pd->users.fetch_add(1, std::memory_order_relaxed);
   qp->send_cq->users.fetch_add(1, std::memory_order_relaxed);
-  qp->recv_cq->users.fetch_add(1, std::memory_order_relaxed);
+  if (qp->recv_cq != nullptr) qp->recv_cq->users.fetch_add(1, std::memory_order_relaxed);
   if (qp->srq != nullptr) qp->srq->users.fetch_add(1, std::memory_order_relaxed);
 
   ibv_qp_cap& cap = qp->cap;
@@ -236,8 +243,8 @@ ibv_qp* create_qp(ibv_pd* ibpd, ibv_qp_init_attr* attr, uint64_t send_ops_flags)
   b.qp_context = attr->qp_context;
   b.pd = ibpd;
   b.send_cq = attr->send_cq;
-  b.recv_cq = attr->recv_cq;
-  b.srq = attr->srq;
+  b.recv_cq = ini ? nullptr : attr->recv_cq;
+  b.srq = ini ? nullptr : attr->srq;
   b.handle = out.qpn;
   b.qp_num = out.qpn;
   b.qp_type = attr->qp_type;
@@ -314,7 +321,7 @@ int destroy_qp(ibv_qp* ibqp) {
   // The device writes no more CQEs for this QP: drop the ones not polled yet, then unregister.
   // A poll_cq that found this QP holds the CQ lock, which cq_clean waits for.
   clean_cqs(*qp);
-  {
+  if (!qp->opened) {
     std::lock_guard g(ctx->table_lock);
     ctx->qps.erase(qp->qpn);
   }

@@ -16,6 +16,7 @@ constexpr uint32_t kCtrlBytes = sizeof(hwif::CtrlSeg);                          
 constexpr uint32_t kRdmaBytes = kCtrlBytes + sizeof(hwif::RaddrSeg);               // 32
 constexpr uint32_t kAtomicBytes = kRdmaBytes + sizeof(hwif::AtomicSeg);            // 48
 constexpr uint32_t kDatagramBytes = sizeof(hwif::DatagramSeg);                     // 48
+constexpr uint32_t kXrcBytes = sizeof(hwif::XrcSeg);                               // 16
 constexpr uint32_t kMaxWqeBytes = hwif::kMaxWqeBbs * hwif::kSendWqeBbBytes;        // 1024
 constexpr uint32_t kMaxDsBytes = hwif::kMaxDs * hwif::kDsBytes;                    // 1008: ds is 6 bits
 constexpr uint32_t kMaxRingBbs = 1u << 16;  // the WQE index in the ctrl segment is 16 bits
@@ -40,6 +41,7 @@ uint32_t overhead_of(hwif::QpType type, uint64_t send_ops) {
     size = std::max(size, kCtrlBytes);
   }
   if (type == hwif::QpType::kUd) size += kDatagramBytes;
+  if (type == hwif::QpType::kXrcIni) size += kXrcBytes;
   return size;
 }
 
@@ -48,7 +50,10 @@ uint32_t overhead_of(hwif::QpType type, uint64_t send_ops) {
 uint64_t send_ops_of_type(hwif::QpType type) {
   switch (type) {
     case hwif::QpType::kRc:
+    case hwif::QpType::kXrcIni:
       return kSupportedSendOps;
+    case hwif::QpType::kXrcTgt:
+      return 0;
     case hwif::QpType::kUc:
       return IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
              IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;

@@ -2,10 +2,11 @@
 // ibv_wr_start takes the SQ lock and ibv_wr_complete/ibv_wr_abort release it, so everything in
 // between runs under SendQueue::lock on the caller's thread. Each op builder (wr_send, wr_rdma_write,
 // ...) opens a WQE at sq.cur_post with qpx->wr_id/wr_flags; the data setter (wr_set_sge*,
-// wr_set_inline_data*) and, on UD, wr_set_ud_addr complete it, whichever comes last. Errors are
+// wr_set_inline_data*) and, on UD, wr_set_ud_addr (on XRC INI, wr_set_xrc_srqn) complete it,
+// whichever comes last. Errors are
 // remembered and returned by wr_complete, which then rolls back every WQE of the batch (nothing
 // is rung); otherwise it rings once for the batch exactly as post_send does.
-// Unsupported builders (bind_mw, local_inv, send_inv, tso, atomic_write, xrc) stay NULL:
+// Unsupported builders (bind_mw, local_inv, send_inv, tso, atomic_write) stay NULL:
 // create_qp refuses the send_ops_flags that would need them (EOPNOTSUPP).
 #include <cerrno>
 #include <cstring>
@@ -73,6 +74,12 @@ bool begin_wqe(Qp& qp, hwif::WqeOpcode op) {
     b.data_ptr = sq_advance(sq_ring(sq), b.data_ptr, sizeof(hwif::DatagramSeg));
     b.ds += static_cast<uint32_t>(sizeof(hwif::DatagramSeg) / hwif::kDsBytes);
   }
+  b.need_xrc_srqn = qp.type == hwif::QpType::kXrcIni;
+  if (b.need_xrc_srqn) {
+    b.dgram_ptr = b.data_ptr;  // the XRC segment's place
+    b.data_ptr = sq_advance(sq_ring(sq), b.data_ptr, sizeof(hwif::XrcSeg));
+    b.ds += static_cast<uint32_t>(sizeof(hwif::XrcSeg) / hwif::kDsBytes);
+  }
   b.data_set = false;
   b.cur_inline = false;
   b.open = true;
@@ -85,7 +92,7 @@ bool begin_wqe(Qp& qp, hwif::WqeOpcode op) {
 // Finishes the open WQE once its data and (UD) address are set.
 void maybe_finish(Qp& qp) {
   WrBuilder& b = qp.wr;
-  if (!b.open || !b.data_set || b.need_ud_addr || b.err != 0) return;
+  if (!b.open || !b.data_set || b.need_ud_addr || b.need_xrc_srqn || b.err != 0) return;
   b.ctrl.qpn_ds = (qp.qpn << 8) | (b.ds & 0x3f);
   store_as(b.ctrl_ptr, b.ctrl);
   b.last_idx = b.ctrl_idx;
@@ -159,6 +166,19 @@ void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, uint32_t remote_qpn, uint32_t re
   }
   store_as(b.dgram_ptr, make_datagram(*to_ah(ah), remote_qpn, remote_qkey));  // ctrl+48 stays in the BB
   b.need_ud_addr = false;
+  maybe_finish(qp);
+}
+
+void wr_set_xrc_srqn(ibv_qp_ex* qpx, uint32_t remote_srqn) {
+  Qp& qp = *to_qp(qpx);
+  WrBuilder& b = qp.wr;
+  if (b.err != 0) return;
+  if (!b.open || !b.need_xrc_srqn) {
+    b.err = EINVAL;
+    return;
+  }
+  store_as(b.dgram_ptr, make_xrc(remote_srqn));  // ctrl+16 stays in the BB
+  b.need_xrc_srqn = false;
   maybe_finish(qp);
 }
 
@@ -286,6 +306,7 @@ void qp_ex_install_ops(Qp* qp) {
   x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
   x.wr_atomic_fetch_add = wr_atomic_fetch_add;
   x.wr_set_ud_addr = wr_set_ud_addr;
+  x.wr_set_xrc_srqn = wr_set_xrc_srqn;
   x.wr_set_sge = wr_set_sge;
   x.wr_set_sge_list = wr_set_sge_list;
   x.wr_set_inline_data = wr_set_inline_data;

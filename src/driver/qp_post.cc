@@ -35,7 +35,7 @@ int plan_send(const Qp& qp, const ibv_send_wr& wr, SendPlan& p) {
   if (wr.num_sge < 0) return EINVAL;
   if (static_cast<uint32_t>(wr.num_sge) > sq.max_gs) return ENOMEM;  // as mlx5: "max gs exceeded"
   const bool connected = qp.type != hwif::QpType::kUd;
-  const bool rc = qp.type == hwif::QpType::kRc;
+  const bool rc = qp.type == hwif::QpType::kRc || qp.type == hwif::QpType::kXrcIni;
   switch (wr.opcode) {
     case IBV_WR_SEND: p.opcode = hwif::WqeOpcode::kSend; break;
     case IBV_WR_SEND_WITH_IMM: p.opcode = hwif::WqeOpcode::kSendImm; break;
@@ -66,6 +66,7 @@ int plan_send(const Qp& qp, const ibv_send_wr& wr, SendPlan& p) {
   if (!connected && wr.wr.ud.ah == nullptr) return EINVAL;
 
   uint32_t ds = 1 + (connected ? 0 : sizeof(hwif::DatagramSeg) / hwif::kDsBytes);
+  if (qp.type == hwif::QpType::kXrcIni) ds += sizeof(hwif::XrcSeg) / hwif::kDsBytes;
   if (p.rdma) ds += 1;
   if (p.atomic) {
     ds += 3;  // raddr, atomic, result data segment
@@ -94,6 +95,8 @@ void write_send_wqe(Qp& qp, const ibv_send_wr& wr, const SendPlan& plan, uint32_
   uint8_t* p = sq_advance(ring, ctrl_p, sizeof(hwif::CtrlSeg));
   if (qp.type == hwif::QpType::kUd) {
     p = sq_put(ring, p, make_datagram(*to_ah(wr.wr.ud.ah), wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey));
+  } else if (qp.type == hwif::QpType::kXrcIni) {
+    p = sq_put(ring, p, make_xrc(wr.qp_type.xrc.remote_srqn));
   }
   if (plan.atomic) {
     p = sq_put(ring, p, make_raddr(wr.wr.atomic.remote_addr, wr.wr.atomic.rkey));

@@ -22,7 +22,9 @@ void srq_free_wqe(Srq* srq, uint32_t idx) {
   srq->tail = idx;
 }
 
-ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* attr) {
+ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* attr) { return create_srq_in(ibpd, attr, nullptr, nullptr); }
+
+ibv_srq* create_srq_in(ibv_pd* ibpd, ibv_srq_init_attr* attr, ibv_xrcd* ibxrcd, ibv_cq* ibcq) {
   Context* ctx = to_ctx(ibpd->context);
   Pd* pd = to_pd(ibpd);
   const hwif::DeviceCaps& caps = ctx->caps;
@@ -67,6 +69,12 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* attr) {
   in.log_stride = srq->log_stride;
   in.limit = srq->limit;
   in.async_eqn = ctx->async_eq.eqn;
+  if (ibxrcd != nullptr) {
+    srq->xrcd = to_xrcd(ibxrcd);
+    srq->cq = to_cq(ibcq);
+    in.xrcdn = srq->xrcd->xrcdn;
+    in.cqn = srq->cq->cqn;
+  }
   hwif::CreateSrqOut out;
   if (int err = hwif::exec_cmd(*ctx->link.cmd, in, out); err != 0) {
     delete srq;
@@ -91,6 +99,10 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* attr) {
   pthread_mutex_init(&s.mutex, nullptr);
   pthread_cond_init(&s.cond, nullptr);
   pd->users.fetch_add(1, std::memory_order_relaxed);
+  if (srq->xrcd != nullptr) {
+    srq->xrcd->users.fetch_add(1, std::memory_order_relaxed);
+    srq->cq->users.fetch_add(1, std::memory_order_relaxed);
+  }
   attr->attr.max_wr = wqe_cnt - 1;
   attr->attr.max_sge = srq->max_gs;
   return &srq->srq;
@@ -108,6 +120,13 @@ int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int attr_mask) {
   in.limit = attr->srq_limit;
   if (int err = hwif::exec_cmd(*srq->ctx->link.cmd, in); err != 0) return err;
   srq->limit = attr->srq_limit;
+  return 0;
+}
+
+int get_srq_num(ibv_srq* ibsrq, uint32_t* srq_num) {
+  Srq* srq = to_srq(ibsrq);
+  if (srq->xrcd == nullptr) return EINVAL;  // only an XRC SRQ is named by its number (ibv_get_srq_num(3))
+  *srq_num = srq->srqn;
   return 0;
 }
 
@@ -135,6 +154,12 @@ int destroy_srq(ibv_srq* ibsrq) {
     ctx->srqs.erase(srq->srqn);
   }
   srq->pd->users.fetch_sub(1, std::memory_order_relaxed);
+  if (srq->xrcd != nullptr) {
+    // Its receives not yet polled can no longer be retired (mlx5 cleans the CQ the same way).
+    cq_clean_srq(srq->cq, srq->srqn);
+    srq->xrcd->users.fetch_sub(1, std::memory_order_relaxed);
+    srq->cq->users.fetch_sub(1, std::memory_order_relaxed);
+  }
   // As libibverbs: every event get_async_event returned for it acknowledged first (one being
   // counted has been once the async EQ's lock is free).
   { std::lock_guard g(ctx->async_eq.lock); }

@@ -76,6 +76,11 @@ inline hwif::DataSeg make_data(uint32_t lkey, uint64_t addr, uint32_t len) {
   s.addr = addr;
   return s;
 }
+inline hwif::XrcSeg make_xrc(uint32_t remote_srqn) {
+  hwif::XrcSeg s{};
+  s.xrc_srqn = remote_srqn & 0xffffff;
+  return s;
+}
 inline hwif::DatagramSeg make_datagram(const Ah& ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   hwif::DatagramSeg d = ah.av;
   d.qkey = remote_qkey;

@@ -61,6 +61,13 @@ void Completer::send_error(QueuePair& qp, const SendWqe& wqe, CqeSyndrome syndro
   write(qp, qp.send_cqn, std::bit_cast<Cqe64>(e), false, true);
 }
 
+Completer::RecvTarget Completer::recv_target(const QueuePair& qp) const {
+  if (qp.type != QpType::kXrcTgt) return RecvTarget{qp.srqn, qp.recv_cqn};
+  // A TGT QP completes into the CQ of the XRC SRQ the request named (IBA 11.2.4).
+  const SharedReceiveQueue* srq = dev_.srqs_.find(qp.resp.xrc_srqn);
+  return srq != nullptr ? RecvTarget{qp.resp.xrc_srqn, srq->cqn} : RecvTarget{kNoSrq, 0};
+}
+
 void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
   const QpCqeCount counted(*dev_.stats_, dev_.counters(qp), false);
   Cqe64 c{};
@@ -71,9 +78,10 @@ void Completer::recv_done(QueuePair& qp, const RecvInfo& info) {
   c.slid = info.slid;
   c.flags_rqpn = (info.grh ? kCqeGrhBits & (1u << 28) : 0u) | (static_cast<uint32_t>(info.sl & 0xf) << 24) |
                  (info.src_qpn & 0xffffff);
-  if (qp.srqn != kNoSrq) c.srqn_uidx = qp.srqn & 0xffffff;
+  const RecvTarget to = recv_target(qp);
+  if (to.srqn != kNoSrq) c.srqn_uidx = to.srqn & 0xffffff;
   c.op_own = static_cast<uint8_t>((static_cast<uint8_t>(info.opcode) << 4) | (info.solicited ? kCqeSolicitedBit : 0));
-  write(qp, qp.recv_cqn, c, info.solicited, false);
+  write(qp, to.cqn, c, info.solicited, false);
 }
 
 void Completer::recv_error(QueuePair& qp, uint16_t wqe_counter, CqeSyndrome syndrome) {
@@ -82,9 +90,10 @@ void Completer::recv_error(QueuePair& qp, uint16_t wqe_counter, CqeSyndrome synd
   e.syndrome = static_cast<uint8_t>(syndrome);
   e.s_wqe_opcode_qpn = qp.qpn;
   e.wqe_counter = wqe_counter;
-  if (qp.srqn != kNoSrq) e.srqn = qp.srqn & 0xffffff;
+  const RecvTarget to = recv_target(qp);
+  if (to.srqn != kNoSrq) e.srqn = to.srqn & 0xffffff;
   e.op_own = static_cast<uint8_t>(static_cast<uint8_t>(CqeOpcode::kRespErr) << 4);
-  write(qp, qp.recv_cqn, std::bit_cast<Cqe64>(e), false, true);
+  write(qp, to.cqn, std::bit_cast<Cqe64>(e), false, true);
 }
 
 void Completer::write(const QueuePair& qp, uint32_t cqn, const Cqe64& cqe, bool solicited, bool is_error) {

@@ -46,6 +46,13 @@ class Completer {
   void moderation_expired(CompletionQueue& cq, uint32_t cqn);
 
  private:
+  // Where a QP's receive completions go: its SRQ (kNoSrq: none) and CQ; for an XRC TGT QP those
+  // of the XRC SRQ its current request names.
+  struct RecvTarget {
+    uint32_t srqn;
+    uint32_t cqn;
+  };
+  [[nodiscard]] RecvTarget recv_target(const QueuePair& qp) const;
   // qp: the QP whose CQE it is (its CQ's overrun or error fails it, Device::defer_fatal()).
   void write(const QueuePair& qp, uint32_t cqn, const hwif::Cqe64& cqe, bool solicited, bool is_error);
   // The CQ goes to error (overrun or DMA fault): CQ_ERR to its async EQ, QP_FATAL for qp.

@@ -54,7 +54,8 @@ Device::Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion reg
       eqs_(heap_, state_.eqs),
       cqs_(heap_, state_.cqs),
       srqs_(heap_, state_.srqs),
-      qps_(heap_, state_.qps, ObjectTable<QueuePair>::Reuse::kAfterFresh) {
+      qps_(heap_, state_.qps, ObjectTable<QueuePair>::Reuse::kAfterFresh),
+      xrcds_(heap_, state_.xrcds) {
   dma_.defer_counts(true);  // flushed by end_entry(): every DMA happens inside an entry point
 }
 
@@ -104,7 +105,7 @@ void Device::on_bfreg_write(uint32_t, uint64_t, const uint8_t* data, size_t len)
   const auto ctrl_head = load_as<std::array<Be32, 2>>(data);
   const uint32_t qpn = ctrl_head[1].get() >> 8;
   QueuePair* qp = qps_.find(qpn);
-  if (qp == nullptr) return;
+  if (qp == nullptr || qp->type == QpType::kXrcTgt) return;  // a TGT QP has no send queue
   const QpScope scope(*this, *qp);
   SendPipeline pipeline(*this, *qp);
   if (len != kDoorbellBytes && (len % kWriteCombineBytes != 0 || len > kBfBufBytes)) return;  // torn write
@@ -419,7 +420,7 @@ void Device::accept(const fabric::PacketFields& f, std::span<const uint8_t> payl
 // ---- errors -----------------------------------------------------------------------------------
 
 void Device::send_queue_error(QueuePair& qp) {
-  if (qp.type == QpType::kRc) return enter_error(qp);
+  if (is_reliable(qp.type)) return enter_error(qp);
   if (qp.state() == QpState::kErr) return;
   qp.attr.state = QpState::kSqe;
   qp.attr.sq_draining = false;
@@ -432,7 +433,7 @@ void Device::enter_error(QueuePair& qp) {
   qp.attr.sq_draining = false;
   qp.sqd_notify = false;
   cancel_timer(qp);
-  SendPipeline(*this, qp).flush();
+  if (qp.type != QpType::kXrcTgt) SendPipeline(*this, qp).flush();  // a TGT QP has no send queue
   Responder(*this, qp).flush();
   // A QP on an SRQ takes no more of its WQEs (IBA 10.2.9.5 / 11.6.3.1, Last WQE Reached).
   if (qp.srqn != kNoSrq) raise_qp_event(qp, kEqeTypeSrqLastWqe);

@@ -197,6 +197,22 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   int cmd_modify_qp(const hwif::ModifyQpIn&, hwif::NoOut&);
   int cmd_query_qp(const hwif::QueryQpIn&, hwif::QueryQpOut&);
   int cmd_destroy_qp(const hwif::DestroyQpIn&, hwif::NoOut&);
+  int create_xrc_qp(const hwif::CreateQpIn&, hwif::CreateQpOut&);
+  // Fills a new QP's fields from `in` and gives it its per-QP arrays; false (the QP erased) when
+  // the region is full.
+  bool init_qp(QueuePair* qp, uint32_t qpn, const hwif::CreateQpIn& in);
+  // ---- XRC (xrc_commands.cc) ----
+  int cmd_open_xrcd(const hwif::OpenXrcdIn&, hwif::OpenXrcdOut&);
+  int cmd_close_xrcd(const hwif::CloseXrcdIn&, hwif::NoOut&);
+  int cmd_open_qp(const hwif::OpenQpIn&, hwif::NoOut&);
+  // Checks of cmd_create_srq / cmd_create_qp for XRC objects; 0 or the errno.
+  int check_xrc_srq(const hwif::CreateSrqIn& in) const;
+  int check_xrc_qp(const hwif::CreateQpIn& in) const;
+  // The XRC SRQ a TGT QP's request names (ResponderState::xrc_srqn), when it is one of the QP's
+  // domain (IBA 9.7.x: nullptr otherwise, and the request is NAKed as invalid).
+  [[nodiscard]] SharedReceiveQueue* xrc_srq_of(const QueuePair& qp) const;
+  // reclaim(): a dead owner's opens of XRC domains and handles on TGT QPs.
+  void reclaim_xrc(uint32_t owner);
   // ---- QP1 (management.cc) ----
   int cmd_set_mad_agent(const hwif::SetMadAgentIn&, hwif::SetMadAgentOut&);
   int cmd_bind_service(const hwif::BindServiceIn&, hwif::BindServiceOut&);
@@ -402,6 +418,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   ObjectTable<CompletionQueue> cqs_;
   ObjectTable<SharedReceiveQueue> srqs_;
   ObjectTable<QueuePair> qps_;
+  ObjectTable<XrcDomain> xrcds_;
   // The earliest wake-up asked of the clock and not yet delivered: a new deadline asks again only
   // when it is earlier, so arming a timer per message costs a comparison, not a call.
   Picoseconds wakeup_requested_ = Picoseconds::max();

@@ -87,6 +87,9 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kModifyCq: return run_command(*this, &Device::cmd_modify_cq, in, in_len, out, out_len);
     case CmdOpcode::kQueryClock: return run_command(*this, &Device::cmd_query_clock, in, in_len, out, out_len);
     case CmdOpcode::kModifyMkey: return run_command(*this, &Device::cmd_modify_mkey, in, in_len, out, out_len);
+    case CmdOpcode::kOpenXrcd: return run_command(*this, &Device::cmd_open_xrcd, in, in_len, out, out_len);
+    case CmdOpcode::kCloseXrcd: return run_command(*this, &Device::cmd_close_xrcd, in, in_len, out, out_len);
+    case CmdOpcode::kOpenQp: return run_command(*this, &Device::cmd_open_qp, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
@@ -262,9 +265,23 @@ int Device::cmd_create_srq(const CreateSrqIn& in, CreateSrqOut& out) {
   if (in.log_stride < kMinLogSrqStride || in.log_stride > kMaxLogRecvStride) return EINVAL;
   if ((1u << in.log_wqe_cnt) > config_.caps.max_srq_wr + 1) return EINVAL;
   if (in.async_eqn != kNoEq && eqs_.find(in.async_eqn) == nullptr) return EINVAL;
+  XrcDomain* xrcd = nullptr;
+  CompletionQueue* xrc_cq = nullptr;
+  if (in.xrcdn != kNoXrcd) {
+    if (int err = check_xrc_srq(in)) return err;
+    xrcd = xrcds_.find(in.xrcdn);
+    xrc_cq = cqs_.find(in.cqn);
+    if (xrcd == nullptr || xrc_cq == nullptr) return EINVAL;
+  }
   SharedReceiveQueue* srq = nullptr;
   out.srqn = srqs_.insert(owner_, &srq);
   if (srq == nullptr) return ENOMEM;
+  if (xrcd != nullptr && xrc_cq != nullptr) {
+    srq->xrcdn = in.xrcdn;
+    srq->cqn = in.cqn;
+    ++xrcd->users;
+    ++xrc_cq->users;
+  }
   srq->pdn = in.pdn;
   srq->ring = in.ring_addr;
   srq->dbrec = in.dbrec_addr;
@@ -304,10 +321,15 @@ void Device::destroy_srq(uint32_t srqn) {
   if (srq == nullptr) return;
   drop_held_events(*srq);
   if (uint32_t* pd_users = pds_.find(srq->pdn)) --*pd_users;
+  if (srq->xrcdn != kNoXrcd) {
+    if (XrcDomain* d = xrcds_.find(srq->xrcdn)) --d->users;
+    if (CompletionQueue* cq = cqs_.find(srq->cqn)) --cq->users;
+  }
   srqs_.erase(srqn);
 }
 
 int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
+  if (is_xrc(in.type)) return create_xrc_qp(in, out);
   uint32_t* pd_users = pds_.find(in.pdn);
   CompletionQueue* scq = cqs_.find(in.send_cqn);
   CompletionQueue* rcq = cqs_.find(in.recv_cqn);
@@ -325,6 +347,54 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
   QueuePair* qp = nullptr;
   const uint32_t qpn = qps_.insert(owner_, &qp);
   if (qp == nullptr) return ENOMEM;
+  if (!init_qp(qp, qpn, in)) return ENOMEM;
+  ++*pd_users;
+  ++scq->users;
+  ++rcq->users;
+  if (srq) ++srq->users;
+  out.qpn = qpn;
+  return 0;
+}
+
+// An INI QP is an RC QP with a send queue only; a TGT QP has no queue at all (its per-QP arrays
+// are one basic block, never used) and holds its domain instead of a PD and CQs.
+int Device::create_xrc_qp(const CreateQpIn& in, CreateQpOut& out) {
+  if (int err = check_xrc_qp(in)) return err;
+  if (in.async_eqn != kNoEq && eqs_.find(in.async_eqn) == nullptr) return EINVAL;
+  const bool tgt = in.type == QpType::kXrcTgt;
+  if (!tgt && (in.log_sq_bbs < kMinLogSqBbs || !is_wq_log(in.log_sq_bbs) || in.sq_addr == 0 || in.dbrec_addr == 0))
+    return EINVAL;
+  CreateQpIn q = in;
+  if (tgt) {
+    q.pdn = 0;
+    q.send_cqn = q.recv_cqn = 0;
+    q.sq_addr = q.rq_addr = q.dbrec_addr = 0;
+    q.log_sq_bbs = 0;
+  } else {
+    q.recv_cqn = 0;
+    q.xrcdn = kNoXrcd;
+  }
+  q.srqn = kNoSrq;
+  XrcDomain* xrcd = tgt ? xrcds_.find(in.xrcdn) : nullptr;
+  uint32_t* pd_users = tgt ? nullptr : pds_.find(q.pdn);
+  CompletionQueue* scq = tgt ? nullptr : cqs_.find(q.send_cqn);
+  if (tgt ? xrcd == nullptr : pd_users == nullptr || scq == nullptr) return EINVAL;
+  QueuePair* qp = nullptr;
+  const uint32_t qpn = qps_.insert(owner_, &qp);
+  if (qp == nullptr) return ENOMEM;
+  if (!init_qp(qp, qpn, q)) return ENOMEM;
+  if (xrcd != nullptr) {
+    qp->xrcdn = in.xrcdn;
+    qp->handles.add(owner_);
+    ++xrcd->users;
+  }
+  if (pd_users != nullptr) ++*pd_users;
+  if (scq != nullptr) ++scq->users;
+  out.qpn = qpn;
+  return 0;
+}
+
+bool Device::init_qp(QueuePair* qp, uint32_t qpn, const CreateQpIn& in) {
   qp->qpn = qpn;
   qp->owner = owner_;
   qp->type = in.type;
@@ -346,7 +416,7 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
   if (qp->sq_shadow == kHeapNone || qp->records == kHeapNone) {
     release_qp_arrays(*qp);
     qps_.erase(qpn);
-    return ENOMEM;
+    return false;
   }
   // The shadow is cleared (a WQE claiming blocks past what was fetched decodes zeros, never an
   // earlier QP's bytes); the records, 17 times larger, are not: the decoder writes each
@@ -358,12 +428,7 @@ int Device::cmd_create_qp(const CreateQpIn& in, CreateQpOut& out) {
   // only records in [req.complete, req.exec) are ever read, and each was set up when its WQE was
   // prepared (SendPipeline::start_record and the WQE's parse). SendRecord is an aggregate, so the
   // heap's bytes already hold records (an implicit-lifetime type), and untouched pages cost nothing.
-  ++*pd_users;
-  ++scq->users;
-  ++rcq->users;
-  if (srq) ++srq->users;
-  out.qpn = qpn;
-  return 0;
+  return true;
 }
 
 int Device::check_qp_attr_values(const QueuePair& qp, uint32_t mask, const QpAttributes& a) const {
@@ -460,7 +525,7 @@ int Device::cmd_modify_qp(const ModifyQpIn& in, NoOut&) {
     qp->sqd_notify = false;
   }
   // WQEs may have been posted in RTR or SQD; they start now (IBA 10.3.1).
-  if (to == QpState::kRts) {
+  if (to == QpState::kRts && qp->type != QpType::kXrcTgt) {
     const QpScope scope(*this, *qp);  // what it sends counts for the QP
     SendPipeline(*this, *qp).run();
   }
@@ -478,7 +543,13 @@ int Device::cmd_query_qp(const QueryQpIn& in, QueryQpOut& out) {
 }
 
 int Device::cmd_destroy_qp(const DestroyQpIn& in, NoOut&) {
-  if (qps_.find(in.qpn) == nullptr) return EINVAL;
+  QueuePair* qp = qps_.find(in.qpn);
+  if (qp == nullptr) return EINVAL;
+  if (qp->type == QpType::kXrcTgt) {
+    // The caller's handle (its creation or an ibv_open_qp); the QP goes with the last one.
+    if (!qp->handles.drop(owner_)) return EINVAL;
+    if (qp->handles.total() != 0) return 0;
+  }
   destroy_qp(in.qpn);
   return 0;
 }
@@ -493,6 +564,8 @@ void Device::destroy_qp(uint32_t qpn) {
   if (CompletionQueue* scq = cqs_.find(qp->send_cqn)) --scq->users;
   if (CompletionQueue* rcq = cqs_.find(qp->recv_cqn)) --rcq->users;
   if (SharedReceiveQueue* srq = srqs_.find(qp->srqn)) --srq->users;
+  if (qp->xrcdn != kNoXrcd)
+    if (XrcDomain* d = xrcds_.find(qp->xrcdn)) --d->users;
   McastGroups(state_.mcast).detach_all(qpn);
   if (qp->mad_agent) {
     end_connections_of(qpn);
@@ -512,12 +585,20 @@ void Device::release_qp_arrays(const QueuePair& qp) {
 void Device::reclaim(uint32_t owner) {
   // Users before what they use, so every reference count drops before its object goes. Nothing
   // here touches host memory: the owner's rings and buffers may be gone with its process.
-  qps_.for_each_of(owner, [&](uint32_t qpn) { destroy_qp(qpn); });
+  reclaim_xrc(owner);
+  qps_.for_each_of(owner, [&](uint32_t qpn) {
+    // TGT QPs went in reclaim_xrc(), or stay for the other processes holding them.
+    if (const QueuePair* qp = qps_.find(qpn); qp != nullptr && qp->type != QpType::kXrcTgt) destroy_qp(qpn);
+  });
   srqs_.for_each_of(owner, [&](uint32_t srqn) { destroy_srq(srqn); });
   cqs_.for_each_of(owner, [&](uint32_t cqn) { destroy_cq(cqn); });
   eqs_.for_each_of(owner, [&](uint32_t eqn) { eqs_.erase(eqn); });
   mkeys_.destroy_owned(owner);
   pds_.for_each_of(owner, [&](uint32_t pdn) { pds_.erase(pdn); });
+  // Its opens of XRC domains: a domain goes with its last open once nothing is in it.
+  xrcds_.for_each([&](uint32_t n, XrcDomain& d) {
+    if (d.opens.drop_all(owner) && d.opens.total() == 0 && d.users == 0) xrcds_.erase(n);
+  });
   end_entry();  // the DREQs a dead agent's connections get (management.cc) leave now
 }
 

@@ -17,7 +17,7 @@ constexpr uint64_t kSlotAlign = 64;  // slot arrays start on a cache line
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
 struct Layout {
-  uint64_t pds, mkeys, eqs, cqs, srqs, qps;  // slot array offsets
+  uint64_t pds, mkeys, eqs, cqs, srqs, qps, xrcds;  // slot array offsets
   uint64_t end;
 };
 
@@ -35,6 +35,7 @@ Layout layout_of(const DeviceConfig& config) {
   place(l.cqs, c.max_cq);
   place(l.srqs, c.max_srq);
   place(l.qps, c.max_qp);
+  place(l.xrcds, kMaxXrcds);
   l.end = at;
   return l;
 }
@@ -61,6 +62,7 @@ void format(DeviceState& s, const DeviceRegion& region, const DeviceConfig& conf
   ObjectTable<CompletionQueue>::format(s.cqs, kFirstNumber, c.max_cq, l.cqs);
   ObjectTable<SharedReceiveQueue>::format(s.srqs, kFirstNumber, c.max_srq, l.srqs);
   ObjectTable<QueuePair>::format(s.qps, first_qpn(config), c.max_qp, l.qps);
+  ObjectTable<XrcDomain>::format(s.xrcds, kFirstNumber, kMaxXrcds, l.xrcds);
   RegionHeap::format(s.heap, l.end, region.size);
   s.version = DeviceState::kVersion;
   s.magic = DeviceState::kMagic;  // last: a region with the magic is whole
@@ -70,7 +72,8 @@ bool matches(const DeviceState& s, const DeviceRegion& region, const DeviceConfi
   const hwif::DeviceCaps& c = config.caps;
   return s.magic == DeviceState::kMagic && s.version == DeviceState::kVersion && s.region_bytes == region.size &&
          s.pds.capacity == c.max_pd && s.mkeys.table.capacity == c.max_mr && s.cqs.capacity == c.max_cq &&
-         s.srqs.capacity == c.max_srq && s.qps.capacity == c.max_qp && s.eqs.capacity == kMaxEqs;
+         s.srqs.capacity == c.max_srq && s.qps.capacity == c.max_qp && s.eqs.capacity == kMaxEqs &&
+         s.xrcds.capacity == kMaxXrcds;
 }
 
 // "InfiniBand" or "Ethernet (RoCEv2 from a.b.c.d, UDP port p)".

@@ -4,7 +4,7 @@
 // may map the region at any address.
 //
 // Table capacities follow DeviceConfig caps: PDs max_pd, memory keys max_mr, CQs max_cq, SRQs
-// max_srq, QPs max_qp, EQs kMaxEqs. Each costs 16 bytes of slot array per entry whether used or
+// max_srq, QPs max_qp, EQs kMaxEqs, XRC domains kMaxXrcds. Each costs 16 bytes of slot array per entry whether used or
 // not (the default caps: about 21 MiB, touched only as slots are first used); objects and per-QP
 // arrays come from the heap, so the region's size beyond the slot arrays decides how many objects
 // and how large send queues fit (ENOMEM from the command when it is full).
@@ -29,6 +29,7 @@ inline constexpr uint32_t kFirstQpn = 0x10;
 inline constexpr uint32_t kQpnLimit = 1u << 24;
 inline constexpr uint32_t kFirstNumber = 1;  // 0 is never a valid object number
 inline constexpr uint32_t kMaxEqs = 1024;
+inline constexpr uint32_t kMaxXrcds = 1u << 12;  // XRC domains of a host (mlx5 reports max_xrcds 2^24)
 // The least heap a region must have beyond its slot arrays: a handful of objects and QPs.
 inline constexpr uint64_t kMinHeapBytes = uint64_t{1} << 20;
 // Banks of packet counters: each process of a host counts into bank (its slot mod this), so two
@@ -44,8 +45,9 @@ struct DeviceState {
   // 8: QP1's MAD agents and bound services (MadState), the no_mad_agent drop counter; 9: connections
   // tracked for their DREQ, multicast groups (McastState); 10: async events (EQ consumer index and
   // held events, objects' async EQs, the port_down byte, the port_down drop counter); 11: CQ
-  // timestamps and moderation
-  static constexpr uint32_t kVersion = 12;
+  // timestamps and moderation; 12: XRC domains, XRC SRQs and TGT QPs; 13: a CQ's pi at its last
+  // completion event (CompletionQueue::event_pi)
+  static constexpr uint32_t kVersion = 13;
 
   uint64_t magic = 0;
   uint32_t version = 0;
@@ -67,6 +69,7 @@ struct DeviceState {
   HeapState heap{};
   MadState mad{};
   McastState mcast{};
+  TableState xrcds{};
 
   [[nodiscard]] DeviceStats total_stats() const {
     DeviceStats sum;

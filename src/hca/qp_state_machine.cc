@@ -20,10 +20,30 @@ TransitionRule rule(bool valid, PerType req, PerType opt, QpType t) {
   return TransitionRule{valid, req.of(t), opt.of(t)};
 }
 
+// XRC's INI (a requester only) and TGT (a responder only) halves differ from RC where a
+// transition sets up one direction: what Linux's qp_state_table lists for IB_QPT_XRC_INI and
+// IB_QPT_XRC_TGT. Elsewhere they follow RC. Sets *rule and returns true for those transitions.
+bool xrc_rule(QpType t, QpState from, QpState to, TransitionRule* rule) {
+  const bool ini = t == QpType::kXrcIni;
+  if (from == QpState::kInit && to == QpState::kRtr) {
+    const uint32_t req = kUcRtrReq | (ini ? 0 : kQpMaxDestRdAtomic | kQpMinRnrTimer);
+    *rule = TransitionRule{true, req, kQpAltPath | kQpAccessFlags | kQpPkeyIndex};
+    return true;
+  }
+  if (from == QpState::kRtr && to == QpState::kRts) {
+    const uint32_t req = ini ? kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic
+                             : kQpTimeout | kQpSqPsn;
+    *rule = TransitionRule{true, req, kUcRtsOpt | (ini ? 0u : static_cast<uint32_t>(kQpMinRnrTimer))};
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 TransitionRule transition_rule(QpType t, QpState from, QpState to) {
   constexpr PerType none{0, 0, 0};
+  if (TransitionRule x; is_xrc(t) && xrc_rule(t, from, to, &x)) return x;
   // Any state may go to RESET or ERR (IBA 10.3.1); RESET->RESET is a no-op.
   if (to == QpState::kReset || to == QpState::kErr) return {true, 0, 0};
   switch (from) {

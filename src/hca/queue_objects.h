@@ -10,6 +10,7 @@
 
 #include "base/units.h"
 #include "hca/send_wqe.h"
+#include "hca/xrc_domain.h"
 #include "hwif/cmd.h"
 #include "hwif/cqe.h"
 
@@ -70,6 +71,8 @@ struct SharedReceiveQueue {
   uint32_t users = 0;
   uint32_t async_eqn = hwif::kNoEq;
   bool limit_held = false;  // SRQ_LIMIT_REACHED waits for room in EQ async_eqn
+  uint32_t xrcdn = hwif::kNoXrcd;  // an XRC SRQ's domain (kNoXrcd: a basic SRQ)
+  uint32_t cqn = 0;                // an XRC SRQ's CQ: where the receives of TGT QPs complete
 };
 
 // One receive WQE in use by a message being received.
@@ -129,6 +132,8 @@ struct ResponderState {
   uint64_t write_remaining = 0;
   uint64_t write_length = 0;     // the whole WRITE's DMA length, from the first packet's RETH
   bool uc_drop_message = false;  // UC: drop until the next first/only packet
+  // XRC TGT: the SRQ the request being executed names (its XRCETH); kNoSrq outside one.
+  uint32_t xrc_srqn = hwif::kNoSrq;
   // The atomics executed last, to answer a repeated request without executing it again (IBA
   // 9.7: a duplicate atomic is answered from the saved result, never executed again). The
   // requester keeps at most max_rd_atomic <= our max_dest_rd_atomic READs and atomics in flight
@@ -213,6 +218,8 @@ struct QueuePair {
   uint16_t held_events = 0;      // bits by kQpEventTypes index: waiting for room in EQ async_eqn
   bool comm_est_raised = false;  // COMM_EST was raised in this stay in RTR (reset by RESET)
   bool sqd_notify = false;       // RTS->SQD asked for SQ_DRAINED and it has not been raised yet
+  uint32_t xrcdn = hwif::kNoXrcd;  // a TGT QP's domain
+  HandleRefs handles;              // a TGT QP's handles (its creator's and ibv_open_qp's)
   // Each on lines of its own: with two processes on one device, the requester state is written by
   // the QP's own process, the responder state by its peer's, and neither should pull the other's
   // line across cores on every message (docs/live-mode.md, "Cache lines"). For the same reason the

@@ -72,14 +72,14 @@ bool SendPipeline::local_keys_ok(SendRecord& rec) {
 
 SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
   const std::span<const uint8_t> ring(dev_.sq_shadow(qp_));
-  const WqeParse parsed = parse_send_wqe(ring, qp_.req.exec, qp_.type == QpType::kUd, rec.wqe);
+  const WqeParse parsed = parse_send_wqe(ring, qp_.req.exec, wqe_shape(qp_.type), rec.wqe);
   start_record(rec, qp_.req.exec);
   SendWqe& w = rec.wqe;
   if (parsed != WqeParse::kOk) {
     syndrome_ = CqeSyndrome::kLocQpOpErr;
     return Prepared::kFailed;
   }
-  const bool type_ok = qp_.type == QpType::kRc ||
+  const bool type_ok = is_reliable(qp_.type) ||
                        (qp_.type == QpType::kUc && (w.is_send() || w.is_write() || w.opcode == WqeOpcode::kNop)) ||
                        (qp_.type == QpType::kUd && (w.is_send() || w.opcode == WqeOpcode::kNop));
   if (!type_ok) {
@@ -185,7 +185,7 @@ void SendPipeline::flush() {
   while (qp_.req.complete != qp_.req.fetch) {
     SendWqe w;
     const uint16_t index = qp_.req.complete;
-    const WqeParse parsed = parse_send_wqe(ring, index, qp_.type == QpType::kUd, w);
+    const WqeParse parsed = parse_send_wqe(ring, index, wqe_shape(qp_.type), w);
     // Never past the producer, whatever ds a WQE claims (see fail()).
     const auto posted = static_cast<uint16_t>(qp_.req.fetch - index);
     const uint32_t bbs = std::min<uint32_t>(parsed == WqeParse::kBadSize ? 1 : w.bbs, posted);

@@ -61,7 +61,8 @@ void decode_datagram(const DatagramSeg& d, UdAddress& ud) {
 
 }  // namespace
 
-WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, SendWqe& out) {
+WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, WqeShape shape, SendWqe& out) {
+  const bool is_ud = shape == WqeShape::kDatagram;
   const auto ring_bytes = static_cast<uint32_t>(ring.size());
   const uint32_t start = wrap(bb, ring_bytes / kSendWqeBbBytes) * kSendWqeBbBytes;
   // The control segment never wraps: it opens a basic block.
@@ -75,6 +76,7 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, 
   if (is_ud) out.ud = UdAddress{};
   out.inline_offset = 0;
   out.num_sge = 0;
+  out.xrc_srqn = 0;
   out.length = 0;
   out.is_inline = false;
   out.bbs = 1;
@@ -104,6 +106,11 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, 
     if (used + 3 > ds) return WqeParse::kBadSegment;
     decode_datagram(load_as<DatagramSeg>(wqe + used * kDsBytes), out.ud);
     used += 3;
+  }
+  if (shape == WqeShape::kXrc) {
+    if (used + 1 > ds) return WqeParse::kBadSegment;
+    out.xrc_srqn = load_as<XrcSeg>(wqe + used * kDsBytes).xrc_srqn.get() & 0xffffff;
+    ++used;
   }
   if ((out.is_write() || out.is_read() || out.is_atomic()) && !is_ud) {
     if (used + 1 > ds) return WqeParse::kBadSegment;

@@ -10,6 +10,7 @@
 
 #include "base/copy.h"
 #include "hwif/caps.h"
+#include "hwif/cmd.h"
 #include "hwif/wqe.h"
 
 namespace softhca::hca {
@@ -53,6 +54,7 @@ struct SendWqe {
   uint32_t rkey = 0;
   uint32_t inline_offset = 0;  // byte offset of the inline data in the shadow ring
   uint32_t num_sge = 0;
+  uint32_t xrc_srqn = 0;  // an XRC INI QP's WQEs: the remote SRQ (XrcSeg)
   uint64_t length = 0;  // total payload bytes (or the atomic operand size, 8)
   uint64_t swap_add = 0;
   uint64_t compare = 0;
@@ -74,11 +76,21 @@ struct SendWqe {
   }
 };
 
+// What follows a send WQE's control segment on a QP of some type: a datagram segment (UD), an
+// XRC segment (XRC INI), or neither (RC, UC).
+enum class WqeShape : uint8_t { kConnected, kDatagram, kXrc };
+constexpr WqeShape wqe_shape(hwif::QpType t) {
+  return t == hwif::QpType::kUd ? WqeShape::kDatagram : t == hwif::QpType::kXrcIni ? WqeShape::kXrc : WqeShape::kConnected;
+}
+
 // Decodes the WQE that starts at basic block `bb` of a ring of 2^log_bbs blocks held in `ring`.
-// `is_ud` selects the datagram segment after the control segment. Every field of `out` is set
-// (also on failure) except the SGE slots at and beyond out.num_sge, which are left as they were,
-// and `ud` when is_ud is false.
-WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, SendWqe& out);
+// `shape` selects the segment after the control segment. Every field of `out` is set (also on
+// failure) except the SGE slots at and beyond out.num_sge, which are left as they were, and `ud`
+// unless the shape is kDatagram.
+WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, WqeShape shape, SendWqe& out);
+inline WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, bool is_ud, SendWqe& out) {
+  return parse_send_wqe(ring, bb, is_ud ? WqeShape::kDatagram : WqeShape::kConnected, out);
+}
 
 // Number of basic blocks of a WQE whose control segment says ds 16-byte units.
 constexpr uint32_t wqe_bbs(uint32_t ds) { return (ds * hwif::kDsBytes + hwif::kSendWqeBbBytes - 1) / hwif::kSendWqeBbBytes; }
@@ -112,6 +124,7 @@ inline bool decode_plain_write(std::span<const uint8_t> ring, uint32_t start, Se
   out.rkey = r.rkey.get();
   out.swap_add = 0;
   out.compare = 0;
+  out.xrc_srqn = 0;
   out.is_inline = is_inline;
   if (is_inline) {
     out.inline_offset = start + 2 * kDsBytes + 4;

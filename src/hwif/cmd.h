@@ -40,6 +40,9 @@ enum class CmdOpcode : uint16_t {
   kModifyCq,
   kQueryClock,
   kModifyMkey,
+  kOpenXrcd,
+  kCloseXrcd,
+  kOpenQp,
 };
 
 struct NoOut {};
@@ -164,6 +167,26 @@ struct QueryClockOut {
   int64_t wall_ns = 0;
 };
 
+// XRC domains (IBA 11.2.4.x "XRC domain", ibv_open_xrcd(3)): every process that opens the same
+// file (named by its device and inode, as the kernel does) gets the same domain; `anonymous`
+// (fd -1) always makes a new one that only this process holds. `create`: O_CREAT, make the
+// domain when none exists for the file; `exclusive`: O_EXCL, refuse one that exists. Both
+// refusals are EINVAL, as the kernel's ib_uverbs_open_xrcd answers. A domain lives while any process holds it open (each open counts; a process's opens go
+// when it does), and while XRC SRQs and TGT QPs are in it.
+inline constexpr uint32_t kNoXrcd = 0;
+struct OpenXrcdIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kOpenXrcd;
+  uint64_t file_dev = 0;
+  uint64_t file_ino = 0;
+  bool anonymous = false;
+  bool create = false;
+  bool exclusive = false;
+};
+struct OpenXrcdOut { uint32_t xrcdn = 0; };
+// Drops one open of the caller's. EINVAL when the caller holds none; EBUSY when it is the last
+// open of all and XRC SRQs or TGT QPs are still in the domain (nothing changes then).
+struct CloseXrcdIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kCloseXrcd; uint32_t xrcdn = 0; };
+
 struct CreateSrqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateSrq;
   uint32_t pdn = 0;
@@ -173,6 +196,10 @@ struct CreateSrqIn {
   uint32_t log_stride = 0;  // bytes per WQE, log2 (next segment + data segments)
   uint32_t limit = 0;       // armed when not 0: see ModifySrqIn
   uint32_t async_eqn = kNoEq;
+  // An XRC SRQ (IBV_SRQT_XRC): its domain, which the caller must hold open, and the CQ its
+  // receive completions go to (a TGT QP has none). kNoXrcd: a basic SRQ (cqn unused).
+  uint32_t xrcdn = kNoXrcd;
+  uint32_t cqn = 0;
 };
 struct CreateSrqOut { uint32_t srqn = 0; };
 // Arms the SRQ limit (IBA 10.2.9.3): when the WQEs the SRQ holds drop below `limit`, the device
@@ -182,7 +209,13 @@ struct QuerySrqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kQuerySrq; u
 struct QuerySrqOut { uint32_t limit = 0; };
 struct DestroySrqIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroySrq; uint32_t srqn = 0; };
 
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };  // values of enum ibv_qp_type
+// Values of enum ibv_qp_type. XRC (IBA 9.8.x, 11.2.4): an INI QP is an RC requester whose
+// messages name the SRQ they go to (XRCETH); a TGT QP is an RC responder with no queues of its
+// own, in an XRC domain, that places each message through the XRC SRQ the message names.
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcIni = 9, kXrcTgt = 10 };
+// The reliable transports: RC and both halves of XRC (ACKs, retries, READ and atomics).
+constexpr bool is_reliable(QpType t) { return t == QpType::kRc || t == QpType::kXrcIni || t == QpType::kXrcTgt; }
+constexpr bool is_xrc(QpType t) { return t == QpType::kXrcIni || t == QpType::kXrcTgt; }
 enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };  // enum ibv_qp_state
 
 inline constexpr uint32_t kNoSrq = 0xffffffff;
@@ -202,8 +235,20 @@ struct CreateQpIn {
   uint32_t uar_index = 0;
   bool sq_sig_all = false;
   uint32_t async_eqn = kNoEq;  // where its affiliated events go
+  // A TGT QP's domain (held open by the caller); it has no send or receive queue, CQs, PD or
+  // SRQ. An INI QP has a send queue and send CQ only.
+  uint32_t xrcdn = kNoXrcd;
 };
 struct CreateQpOut { uint32_t qpn = 0; };
+// ibv_open_qp: a handle on an existing TGT QP of a domain the caller holds open (EINVAL for a
+// QPN that is no TGT QP of that domain). A TGT QP lives while any handle is held: DestroyQpIn
+// on it drops the caller's handle, and the QP goes with the last (IBA 11.2.4; the kernel's
+// shared XRC target QPs). A process's handles go when it does.
+struct OpenQpIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kOpenQp;
+  uint32_t xrcdn = 0;
+  uint32_t qpn = 0;
+};
 
 // Address vector of a connected QP's primary path.
 struct AddressVector {

@@ -90,6 +90,14 @@ struct InlineHdr {
 };
 static_assert(sizeof(InlineHdr) == 4);
 
+// The segment after the control segment of every XRC INI send WQE (mlx5_wqe_xrc_seg): the SRQ
+// of the target's XRC domain the message goes to (XRCETH, IBA 9.3).
+struct XrcSeg {
+  Be32 xrc_srqn;  // 24 bits
+  uint8_t rsvd4[12];
+};
+static_assert(sizeof(XrcSeg) == 16);
+
 // The address vector of a UD send (MLX5 datagram segment).
 inline constexpr uint32_t kExtendedUdAv = 0x80000000;
 struct DatagramSeg {

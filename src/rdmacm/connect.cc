@@ -131,6 +131,11 @@ int connect_rc(Library& lib, IdPriv& id, const rdma_conn_param* p) {
   r.remote_cm_response_timeout = cm::kCmaCmResponseTimeout;
   r.local_cm_response_timeout = cm::kCmaCmResponseTimeout;
   r.transport_type = id.id.qp && id.id.qp->qp_type == IBV_QPT_UC ? cm::TransportType::kUc : cm::TransportType::kRc;
+  if (id.id.qp && id.id.qp->qp_type == IBV_QPT_XRC_SEND) {
+    // IBA 12.6.5 (XRC annex): Transport Service Type 3 with Extended Transport Type 1 (XRC).
+    r.transport_type = cm::TransportType::kXrc;
+    r.extended_transport_type = 1;
+  }
   r.end_to_end_flow_control = p && p->flow_control;
   id.psn = random_psn();
   r.starting_psn = Psn(id.psn);

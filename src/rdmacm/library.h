@@ -46,6 +46,9 @@ struct PeerAddress {
 struct Device {
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;  // the default PD: id->pd of the ids bound to this device
+  // The XRC domain of the XRC QPs and SRQs made on this device (opened with fd -1 on first use,
+  // as librdmacm's per-device XRCD; closed with the device).
+  ibv_xrcd* xrcd = nullptr;
   ibv_device_attr attr{};
   ibv_port_attr port{};
   ibv_gid gid{};           // GID 0

@@ -3,6 +3,7 @@
 // to INIT, then RTR and RTS with the CM's values at accept and on the REP), rdma_init_qp_attr, and
 // rdma_create_srq(_ex) / rdma_destroy_srq.
 #include <arpa/inet.h>
+#include <fcntl.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +15,28 @@ namespace softhca::rdmacm {
 
 namespace {
 
-bool connected(const IdPriv& id) { return id.id.qp_type == IBV_QPT_RC || id.id.qp_type == IBV_QPT_UC; }
+bool connected(const IdPriv& id) {
+  const ibv_qp_type t = id.id.qp_type;
+  return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
+}
+// The reliable requesters (RC and XRC INI) and responders (RC and XRC TGT): what the RTR and RTS
+// steps set beyond UC's, as the kernel's cm_init_qp_rtr_attr / cm_init_qp_rts_attr.
+bool reliable_responder(const IdPriv& id) { return id.id.qp_type == IBV_QPT_RC || id.id.qp_type == IBV_QPT_XRC_RECV; }
+bool reliable_requester(const IdPriv& id) { return id.id.qp_type == IBV_QPT_RC || id.id.qp_type == IBV_QPT_XRC_SEND; }
+
+// The device's XRC domain (opened on first use), for the XRC QPs and SRQs of its ids.
+ibv_xrcd* xrcd_of(IdPriv& id) {
+  Device* d = id.dev;
+  if (d == nullptr) return nullptr;
+  if (d->xrcd == nullptr) {
+    ibv_xrcd_init_attr a{};
+    a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    a.fd = -1;
+    a.oflags = O_CREAT;
+    d->xrcd = ibv_open_xrcd(d->ctx, &a);
+  }
+  return d->xrcd;
+}
 
 // What the peer may do through the QP once connected: WRITE always, READ and atomics when this
 // side takes them (its responder resources in the exchange are not 0).
@@ -56,7 +78,7 @@ int init_attr(const IdPriv& id, ibv_qp_attr* a, int* mask, ibv_qp_state state) {
       a->dest_qp_num = q.dest_qp_num.value();
       a->rq_psn = q.rq_psn.value();
       *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-      if (id.id.qp_type == IBV_QPT_RC) {
+      if (reliable_responder(id)) {
         a->max_dest_rd_atomic = q.max_dest_rd_atomic;
         a->min_rnr_timer = 0;
         *mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -70,7 +92,11 @@ int init_attr(const IdPriv& id, ibv_qp_attr* a, int* mask, ibv_qp_state state) {
       const cm::QpAttributes q =
           cm::qp_attributes(id.listener ? cm::Side::kPassive : cm::Side::kActive, *id.req, *id.rep);
       a->sq_psn = q.sq_psn.value();
-      if (id.id.qp_type == IBV_QPT_RC) {
+      if (id.id.qp_type == IBV_QPT_XRC_RECV) {
+        a->timeout = id.ack_timeout.value_or(q.timeout);
+        *mask |= IBV_QP_TIMEOUT;
+      }
+      if (reliable_requester(id)) {
         a->timeout = id.ack_timeout.value_or(q.timeout);
         a->retry_cnt = q.retry_cnt;
         a->rnr_retry = q.rnr_retry;
@@ -146,6 +172,12 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
     attr->pd = id->pd;
   }
   if (attr->pd == nullptr || attr->pd->context != id->verbs) return fail(EINVAL);
+  // An XRC TGT QP is made in the device's XRC domain unless the caller names one.
+  if (attr->qp_type == IBV_QPT_XRC_RECV && (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || attr->xrcd == nullptr)) {
+    attr->xrcd = xrcd_of(*p);
+    if (attr->xrcd == nullptr) return -1;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+  }
   // CQs the caller did not give: the library's own, with a completion channel, cq_context = id.
   if (attr->send_cq == nullptr && id->send_cq == nullptr) {
     if (!library_cq(id, attr->cap.max_send_wr, &id->send_cq_channel, &id->send_cq)) return -1;
@@ -169,7 +201,7 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
     ibv_destroy_qp(qp);
     return fail(err);
   }
-  id->pd = qp->pd;
+  if (qp->pd != nullptr) id->pd = qp->pd;  // (a TGT QP has none: the id keeps the device's)
   id->qp = qp;
   return 0;
 }
@@ -204,12 +236,35 @@ int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
   return err != 0 ? fail(err) : 0;
 }
 
+// An XRC SRQ (IBV_SRQT_XRC) goes in the device's XRC domain and completes in the id's receive CQ
+// (the library's own, made here, unless the caller names a domain and a CQ), as librdmacm's.
 int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
   if (id == nullptr || attr == nullptr || id->verbs == nullptr) return fail(EINVAL);
-  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) return fail(EOPNOTSUPP);
+  const bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC && !xrc) return fail(EOPNOTSUPP);
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr) {
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
     attr->pd = id->pd;
+  }
+  if (xrc) {
+    IdPriv* p = priv(id);
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || attr->xrcd == nullptr) {
+      attr->xrcd = xrcd_of(*p);
+      if (attr->xrcd == nullptr) return -1;
+      attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
+    }
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || attr->cq == nullptr) {
+      if (id->recv_cq == nullptr) {
+        if (!library_cq(id, attr->attr.max_wr, &id->recv_cq_channel, &id->recv_cq)) return -1;
+        p->own_recv_cq = true;
+      }
+      attr->cq = id->recv_cq;
+      attr->comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+    }
+    ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);
+    if (srq == nullptr) return -1;
+    id->srq = srq;
+    return 0;
   }
   ibv_srq_init_attr plain{};
   plain.srq_context = attr->srq_context;
@@ -227,7 +282,8 @@ int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
   x.srq_context = attr->srq_context;
   x.attr = attr->attr;
   x.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-  x.srq_type = IBV_SRQT_BASIC;
+  // An id of an XRC TGT QP gets an XRC SRQ, as librdmacm's rdma_create_srq gives it.
+  x.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
   x.pd = pd != nullptr ? pd : id->pd;
   const int rc = rdma_create_srq_ex(id, &x);
   if (rc == 0) attr->attr = x.attr;

@@ -18,6 +18,8 @@ std::string_view qp_type_name(hwif::QpType t) {
     case hwif::QpType::kRc: return "RC";
     case hwif::QpType::kUc: return "UC";
     case hwif::QpType::kUd: return "UD";
+    case hwif::QpType::kXrcIni: return "XRC_INI";
+    case hwif::QpType::kXrcTgt: return "XRC_TGT";
   }
   return "?";
 }

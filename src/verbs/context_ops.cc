@@ -1,7 +1,8 @@
 // The op table of every context: the verbs_context members the inline wrappers of verbs.h reach
 // through verbs_get_ctx_op (verbs-abi.md §2.1-2.3). softhca provides query_port,
 // query_device_ex, create_qp_ex, create_srq_ex, create_cq_ex, modify_cq, query_rt_values,
-// alloc_td, dealloc_td and alloc_parent_domain; every other op is NULL, which the inline wrappers answer with EOPNOTSUPP (errno for
+// alloc_td, dealloc_td, alloc_parent_domain and XRC's open_xrcd, close_xrcd, open_qp and
+// get_srq_num; every other op is NULL, which the inline wrappers answer with EOPNOTSUPP (errno for
 // object-returning verbs, the return value for int verbs). The data-path ops of ibv_context_ops (poll_cq, req_notify_cq, post_send, post_recv,
 // post_srq_recv) are the driver's; of the rest, the two that inline code calls without a NULL
 // check (bind_mw, dealloc_mw) get an EOPNOTSUPP default when the driver leaves them empty.
@@ -36,8 +37,23 @@ int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input* input,
 // The comp_mask bits of ibv_qp_init_attr_ex that rdma-core 44 defines (its RESERVED bit is not in
 // the installed header): unknown bits are an error, known but unsupported ones "not supported".
 constexpr uint32_t kQpInitAttrKnown = (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS << 1) - 1;
-constexpr uint32_t kQpInitAttrSupported =
-    IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+constexpr uint32_t kQpInitAttrSupported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+                                          IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+
+// An XRC TGT QP (ibv_create_qp_ex(3): IBV_QPT_XRC_RECV needs IBV_QP_INIT_ATTR_XRCD, and nothing
+// of a send or receive queue applies to it).
+ibv_qp* create_xrc_recv_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr_ex) {
+  const uint32_t mask = attr_ex->comp_mask;
+  ibv_xrcd* xrcd = (mask & IBV_QP_INIT_ATTR_XRCD) != 0 ? attr_ex->xrcd : nullptr;
+  if (xrcd == nullptr || xrcd->context != ctx || (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_qp* qp = driver::create_xrc_tgt_qp(xrcd, attr_ex->qp_context);
+  if (qp == nullptr) return nullptr;
+  attr_ex->cap = ibv_qp_cap{};
+  return qp;
+}
 
 // Reached for every comp_mask except exactly PD (which the inline wrapper sends to ibv_create_qp).
 // perftest's new post-send path asks for PD | SEND_OPS_FLAGS (verbs-abi.md §2.4).
@@ -54,8 +70,9 @@ ibv_qp* create_qp_ex_op(ibv_context* ctx, ibv_qp_init_attr_ex* attr_ex) {
   const bool has_create_flags =
       (mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr_ex->create_flags != 0;
   if ((mask & ~kQpInitAttrSupported) != 0 || has_create_flags) {
-    return unsupported<ibv_qp*>();  // XRCD, TSO, RSS, creation flags
+    return unsupported<ibv_qp*>();  // TSO, RSS, creation flags
   }
+  if (attr_ex->qp_type == IBV_QPT_XRC_RECV) return create_xrc_recv_qp(ctx, attr_ex);
   ibv_pd* pd = (mask & IBV_QP_INIT_ATTR_PD) != 0 ? attr_ex->pd : nullptr;
   if (pd == nullptr || pd->context != ctx) {
     errno = EINVAL;
@@ -79,7 +96,8 @@ ibv_qp* create_qp_ex_op(ibv_context* ctx, ibv_qp_init_attr_ex* attr_ex) {
 }
 
 // Reached for everything but a basic SRQ on a PD (which the inline wrapper sends to
-// ibv_create_srq): only a basic SRQ is supported here too.
+// ibv_create_srq): a basic SRQ, or an XRC SRQ (IBV_SRQT_XRC with its XRCD, CQ and PD, as
+// ibv_create_srq_ex(3) requires). Tag-matching SRQs are not supported.
 ibv_srq* create_srq_ex_op(ibv_context* ctx, ibv_srq_init_attr_ex* attr_ex) {
   if (ctx == nullptr || attr_ex == nullptr) {
     errno = EINVAL;
@@ -90,20 +108,25 @@ ibv_srq* create_srq_ex_op(ibv_context* ctx, ibv_srq_init_attr_ex* attr_ex) {
     errno = EINVAL;
     return nullptr;
   }
-  const bool basic = (mask & IBV_SRQ_INIT_ATTR_TYPE) == 0 || attr_ex->srq_type == IBV_SRQT_BASIC;
-  if ((mask & (IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM)) != 0 ||
-      !basic) {
-    return unsupported<ibv_srq*>();  // XRC and tag-matching SRQs
+  const ibv_srq_type type = (mask & IBV_SRQ_INIT_ATTR_TYPE) != 0 ? attr_ex->srq_type : IBV_SRQT_BASIC;
+  if (type == IBV_SRQT_TM || (mask & IBV_SRQ_INIT_ATTR_TM) != 0) return unsupported<ibv_srq*>();
+  const bool xrc = type == IBV_SRQT_XRC;
+  if (type != IBV_SRQT_BASIC && !xrc) {
+    errno = EINVAL;
+    return nullptr;
   }
   ibv_pd* pd = (mask & IBV_SRQ_INIT_ATTR_PD) != 0 ? attr_ex->pd : nullptr;
-  if (pd == nullptr || pd->context != ctx) {
+  ibv_xrcd* xrcd = (mask & IBV_SRQ_INIT_ATTR_XRCD) != 0 ? attr_ex->xrcd : nullptr;
+  ibv_cq* cq = (mask & IBV_SRQ_INIT_ATTR_CQ) != 0 ? attr_ex->cq : nullptr;
+  if (pd == nullptr || pd->context != ctx ||
+      (xrc && (xrcd == nullptr || xrcd->context != ctx || cq == nullptr || cq->context != ctx))) {
     errno = EINVAL;
     return nullptr;
   }
   ibv_srq_init_attr attr{};
   attr.srq_context = attr_ex->srq_context;
   attr.attr = attr_ex->attr;
-  ibv_srq* srq = driver::create_srq(pd, &attr);
+  ibv_srq* srq = driver::create_srq_in(pd, &attr, xrc ? xrcd : nullptr, xrc ? cq : nullptr);
   if (srq == nullptr) return nullptr;
   attr_ex->attr = attr.attr;
   srq->context = ctx;
@@ -158,6 +181,48 @@ ibv_pd* alloc_parent_domain_op(ibv_context* ctx, ibv_parent_domain_init_attr* at
   return driver::alloc_parent_domain(ctx, attr);
 }
 
+// As libibverbs' ibv_cmd_open_xrcd: both FD and OFLAGS are required, unknown bits unsupported.
+ibv_xrcd* open_xrcd_op(ibv_context* ctx, ibv_xrcd_init_attr* attr) {
+  if (ctx == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) return unsupported<ibv_xrcd*>();
+  if ((attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) == 0 || (attr->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS) == 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return driver::open_xrcd(ctx, attr->fd, attr->oflags);
+}
+
+int close_xrcd_op(ibv_xrcd* xrcd) {
+  if (xrcd == nullptr) return EINVAL;
+  return driver::close_xrcd(xrcd);
+}
+
+// As libibverbs' ibv_cmd_open_qp: the QPN, the XRCD and the type are required; only a TGT QP
+// (IBV_QPT_XRC_RECV) can be opened.
+ibv_qp* open_qp_op(ibv_context* ctx, ibv_qp_open_attr* attr) {
+  if (ctx == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) return unsupported<ibv_qp*>();
+  constexpr uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if ((attr->comp_mask & kNeeded) != kNeeded || attr->xrcd == nullptr || attr->xrcd->context != ctx ||
+      attr->qp_type != IBV_QPT_XRC_RECV) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void* qp_context = (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) != 0 ? attr->qp_context : nullptr;
+  return driver::open_qp(attr->xrcd, attr->qp_num, qp_context);
+}
+
+int get_srq_num_op(ibv_srq* srq, uint32_t* srq_num) {
+  if (srq == nullptr || srq_num == nullptr) return EINVAL;
+  return driver::get_srq_num(srq, srq_num);
+}
+
 int bind_mw_unsupported(ibv_qp* /*qp*/, ibv_mw* /*mw*/, ibv_mw_bind* /*mw_bind*/) {
   return unsupported<int>();
 }
@@ -197,8 +262,11 @@ void install_context_ops(verbs_context* vctx) {
   vctx->alloc_td = alloc_td_op;
   vctx->dealloc_td = dealloc_td_op;
   vctx->alloc_parent_domain = alloc_parent_domain_op;
-  // Not supported: NULL makes the inline wrapper answer EOPNOTSUPP. open_xrcd stays NULL, so
-  // ibv_close_xrcd (which calls close_xrcd unchecked) can never be reached with an xrcd of ours.
+  vctx->open_qp = open_qp_op;
+  vctx->get_srq_num = get_srq_num_op;
+  vctx->open_xrcd = open_xrcd_op;
+  vctx->close_xrcd = close_xrcd_op;
+  // Not supported: NULL makes the inline wrapper answer EOPNOTSUPP.
   vctx->advise_mr = nullptr;
   vctx->alloc_null_mr = nullptr;
   vctx->read_counters = nullptr;
@@ -222,10 +290,6 @@ void install_context_ops(verbs_context* vctx) {
   vctx->ABI_placeholder2 = nullptr;
   vctx->ibv_create_flow = nullptr;
   vctx->ABI_placeholder1 = nullptr;
-  vctx->open_qp = nullptr;
-  vctx->get_srq_num = nullptr;
-  vctx->open_xrcd = nullptr;
-  vctx->close_xrcd = nullptr;
   vctx->_ABI_placeholder3 = 0;
 
   // Memory windows: alloc_mw is NULL-checked by ibv_alloc_mw; the other two are called unchecked.

@@ -78,8 +78,9 @@ void init_qp_fields(ibv_qp* qp, ibv_pd* pd, const ibv_qp_init_attr& attr) {
   qp->qp_context = attr.qp_context;
   qp->pd = pd;
   qp->send_cq = attr.send_cq;
-  qp->recv_cq = attr.recv_cq;
-  qp->srq = attr.srq;
+  const bool sends_only = attr.qp_type == IBV_QPT_XRC_SEND;  // an XRC INI QP has no receive side
+  qp->recv_cq = sends_only ? nullptr : attr.recv_cq;
+  qp->srq = sends_only ? nullptr : attr.srq;
   qp->qp_type = attr.qp_type;
 }
 

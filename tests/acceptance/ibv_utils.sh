@@ -67,6 +67,11 @@ expect "$out" '^[[:space:]]+hca_core_clock:[[:space:]]+1000000kHZ$' "hca_core_cl
 expect "$out" '^[[:space:]]+completion timestamp_mask:[[:space:]]+0xffffffffffffffff$' "a 64-bit completion timestamp"
 expect "$out" '^[[:space:]]+max_cq_count:[[:space:]]+65535$' "CQ moderation up to 65535 completions"
 expect "$out" '^[[:space:]]+max_cq_period:[[:space:]]+4095 us$' "CQ moderation up to 4095 us"
+# XRC (decisions.md D20): listed among device_cap_flags, and nothing the device does not do.
+expect "$out" '^[[:space:]]+XRC$' "the XRC device capability"
+if grep -Eq '^[[:space:]]+(MEM_WINDOW|MEM_WINDOW_TYPE_2[AB]|MEM_MGT_EXTENSIONS)$' <<<"$out"; then
+  fail "ibv_devinfo lists memory windows, which softhca does not execute"
+fi
 lid=$(sed -nE 's/^[[:space:]]+port_lid:[[:space:]]+([0-9]+)$/\1/p' <<<"$out" | head -n1)
 [[ -n $lid && $lid -ne 0 ]] || fail "port_lid is missing or zero: '$lid'"
 

@@ -14,6 +14,9 @@
 #   ucmatose               ucmatose -c 8 -p P / ucmatose -s 127.0.0.1 -c 8 -p P: the success lines
 #   udaddy                 udaddy / udaddy -s 127.0.0.1 (UD, SIDR): the success lines
 #   rdma_server            rdma_server -p P / rdma_client -s 127.0.0.1 -p P: "...: end 0"
+#   rdma_xserver           rdma_xserver -p P -c x / rdma_xclient -s 127.0.0.1 -p P -c x (XRC: the
+#                          client's INI QP sends into the server's XRC SRQ, whose number came in
+#                          the REP's private data): "...: end 0"
 #   perftest PROGRAM ARGS  PROGRAM -R -p P ARGS / PROGRAM -R -p P ARGS 127.0.0.1: the header says
 #                          " Data ex. method : rdma_cm" and the result table is there
 #   mckey                  mckey -m G -p 0x111 (receiver) / mckey -m G -s (sender), G an IPv4
@@ -288,6 +291,18 @@ case $case_name in
     expect_exit client
     expect_lines server "rdma_server: start" "rdma_server: end 0"
     expect_lines client "rdma_client: start" "rdma_client: end 0"
+    ;;
+  rdma_xserver)
+    need /usr/bin/rdma_xserver /usr/bin/rdma_xclient
+    start_server rdma_xserver -p "$port" -c x
+    peer=$(server_address) || failed "no address for host b"
+    run_client 'rdma_connect: Connection refused' rdma_xclient -s "$peer" -p "$port" -c x
+    wait_server
+    show server client
+    expect_exit server
+    expect_exit client
+    expect_lines server "rdma_xserver: start" "rdma_xserver: end 0"
+    expect_lines client "rdma_xclient: start" "rdma_xclient: end 0"
     ;;
   perftest)
     program=${1:?perftest PROGRAM ARGS...}

@@ -215,6 +215,7 @@ TEST_F(VerbsCoverageOps, RowsReachedThroughAnOpSayYesExactlyWhenTheOpIsSet) {
       SOFTHCA_OP(ctx, *vctx, create_cq_ex) SOFTHCA_OP(ctx, *vctx, ibv_destroy_flow)
       SOFTHCA_OP(ctx, *vctx, ibv_create_flow) SOFTHCA_OP(ctx, *vctx, open_qp)
       SOFTHCA_OP(ctx, *vctx, get_srq_num) SOFTHCA_OP(ctx, *vctx, open_xrcd)
+      SOFTHCA_OP(ctx, *vctx, close_xrcd)
       SOFTHCA_OP(ops, ops, alloc_mw) SOFTHCA_OP(ops, ops, poll_cq)
       SOFTHCA_OP(ops, ops, req_notify_cq) SOFTHCA_OP(ops, ops, post_send)
       SOFTHCA_OP(ops, ops, post_recv) SOFTHCA_OP(ops, ops, post_srq_recv)

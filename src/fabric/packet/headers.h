@@ -1,6 +1,6 @@
 // InfiniBand routing and transport headers exactly as they sit on the wire (IBA vol 1, 7.7 LRH,
-// 8.3 GRH, 9.2 BTH, 9.3 and the extended transport headers of RC, UC and UD). Left out: RDETH (RD),
-// XRCETH, the CNP payload and raw packets. Sizes in bytes; LRH PktLen is in 4-byte words.
+// 8.3 GRH, 9.2 BTH, 9.3 and the extended transport headers of RC, UC, UD and XRC). Left out: RDETH (RD),
+// the CNP payload and raw packets. Sizes in bytes; LRH PktLen is in 4-byte words.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +20,7 @@ inline constexpr size_t kImmDtBytes = 4;
 inline constexpr size_t kAtomicEthBytes = 28;
 inline constexpr size_t kAtomicAckEthBytes = 8;
 inline constexpr size_t kIethBytes = 4;
+inline constexpr size_t kXrcethBytes = 4;
 inline constexpr size_t kIcrcBytes = 4;
 inline constexpr size_t kVcrcBytes = 2;
 
@@ -187,6 +188,15 @@ struct AtomicAckEth {
   Be64 orig_remote_data;
 };
 static_assert(sizeof(AtomicAckEth) == kAtomicAckEthBytes);
+
+// XRC Extended Transport Header (IBA 9.3): every XRC request, right after the BTH; the SRQ of the
+// responder's XRC domain that takes the message.
+struct Xrceth {
+  Be32 rsv8_srq;  // Rsv8<<24 | XRCSRQ (24 bits)
+
+  [[nodiscard]] constexpr uint32_t srqn() const { return rsv8_srq.get() & 0xffffff; }
+};
+static_assert(sizeof(Xrceth) == kXrcethBytes);
 
 // Invalidate Extended Transport Header (IBA 9.3): SEND with invalidate.
 struct Ieth {

@@ -13,6 +13,9 @@ static_assert(opcode_info(BthOpcode::kRcCompareSwap).ext_bytes() == kAtomicEthBy
 static_assert(opcode_info(BthOpcode::kRcRdmaReadResponseMiddle).ext_bytes() == 0);
 static_assert(opcode_info(BthOpcode::kUdSendOnlyImm).ext_bytes() == kDethBytes + kImmDtBytes);
 static_assert(opcode_info(BthOpcode::kUcRdmaWriteFirst).service == Service::kUc);
+static_assert(opcode_info(BthOpcode::kXrcRdmaWriteOnlyImm).ext_bytes() == kXrcethBytes + kRethBytes + kImmDtBytes);
+static_assert(opcode_info(BthOpcode::kXrcAcknowledge).ext_bytes() == kAethBytes && !opcode_info(BthOpcode::kXrcAcknowledge).xrceth);
+static_assert(opcode_info(BthOpcode::kXrcSendMiddle).xrceth && opcode_info(BthOpcode::kXrcSendMiddle).service == Service::kXrc);
 static_assert(!is_valid_opcode(0x15) && !is_valid_opcode(0x2c) && !is_valid_opcode(0x60) && !is_valid_opcode(0x81));
 static_assert([] {
   int n = 0;
@@ -59,6 +62,29 @@ std::string_view opcode_name(BthOpcode op) {
     case BthOpcode::kUcRdmaWriteOnlyImm: return "UC RDMA WRITE Only with Immediate";
     case BthOpcode::kUdSendOnly: return "UD SEND Only";
     case BthOpcode::kUdSendOnlyImm: return "UD SEND Only with Immediate";
+    case BthOpcode::kXrcSendFirst: return "XRC SEND First";
+    case BthOpcode::kXrcSendMiddle: return "XRC SEND Middle";
+    case BthOpcode::kXrcSendLast: return "XRC SEND Last";
+    case BthOpcode::kXrcSendLastImm: return "XRC SEND Last with Immediate";
+    case BthOpcode::kXrcSendOnly: return "XRC SEND Only";
+    case BthOpcode::kXrcSendOnlyImm: return "XRC SEND Only with Immediate";
+    case BthOpcode::kXrcRdmaWriteFirst: return "XRC RDMA WRITE First";
+    case BthOpcode::kXrcRdmaWriteMiddle: return "XRC RDMA WRITE Middle";
+    case BthOpcode::kXrcRdmaWriteLast: return "XRC RDMA WRITE Last";
+    case BthOpcode::kXrcRdmaWriteLastImm: return "XRC RDMA WRITE Last with Immediate";
+    case BthOpcode::kXrcRdmaWriteOnly: return "XRC RDMA WRITE Only";
+    case BthOpcode::kXrcRdmaWriteOnlyImm: return "XRC RDMA WRITE Only with Immediate";
+    case BthOpcode::kXrcRdmaReadRequest: return "XRC RDMA READ Request";
+    case BthOpcode::kXrcRdmaReadResponseFirst: return "XRC RDMA READ Response First";
+    case BthOpcode::kXrcRdmaReadResponseMiddle: return "XRC RDMA READ Response Middle";
+    case BthOpcode::kXrcRdmaReadResponseLast: return "XRC RDMA READ Response Last";
+    case BthOpcode::kXrcRdmaReadResponseOnly: return "XRC RDMA READ Response Only";
+    case BthOpcode::kXrcAcknowledge: return "XRC Acknowledge";
+    case BthOpcode::kXrcAtomicAcknowledge: return "XRC ATOMIC Acknowledge";
+    case BthOpcode::kXrcCompareSwap: return "XRC CmpSwap";
+    case BthOpcode::kXrcFetchAdd: return "XRC FetchAdd";
+    case BthOpcode::kXrcSendLastInv: return "XRC SEND Last with Invalidate";
+    case BthOpcode::kXrcSendOnlyInv: return "XRC SEND Only with Invalidate";
   }
   return "unknown";
 }

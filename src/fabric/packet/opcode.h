@@ -1,6 +1,6 @@
-// BTH opcodes of the RC, UC and UD transports (IBA vol 1, 9.2 opcode table) with what each one
-// carries after the BTH, and the AETH syndrome encoding (IBA 9.7.5.1). Left out: RD (0x40-0x5f),
-// CNP (0x81), XRC (0xa0-), IBA 1.5 FLUSH/ATOMIC WRITE, manufacturer opcodes. Sizes in bytes.
+// BTH opcodes of the RC, UC, UD and XRC transports (IBA vol 1, 9.2 opcode table) with what each
+// one carries after the BTH, and the AETH syndrome encoding (IBA 9.7.5.1). Left out: RD (0x40-0x5f),
+// CNP (0x81), IBA 1.5 FLUSH/ATOMIC WRITE, manufacturer opcodes. Sizes in bytes.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -53,9 +53,33 @@ enum class BthOpcode : uint8_t {
   // Unreliable Datagram
   kUdSendOnly = 0x64,
   kUdSendOnlyImm = 0x65,
+  // Extended Reliable Connection (the RC operations, transport 0b101)
+  kXrcSendFirst = 0xa0,
+  kXrcSendMiddle = 0xa1,
+  kXrcSendLast = 0xa2,
+  kXrcSendLastImm = 0xa3,
+  kXrcSendOnly = 0xa4,
+  kXrcSendOnlyImm = 0xa5,
+  kXrcRdmaWriteFirst = 0xa6,
+  kXrcRdmaWriteMiddle = 0xa7,
+  kXrcRdmaWriteLast = 0xa8,
+  kXrcRdmaWriteLastImm = 0xa9,
+  kXrcRdmaWriteOnly = 0xaa,
+  kXrcRdmaWriteOnlyImm = 0xab,
+  kXrcRdmaReadRequest = 0xac,
+  kXrcRdmaReadResponseFirst = 0xad,
+  kXrcRdmaReadResponseMiddle = 0xae,
+  kXrcRdmaReadResponseLast = 0xaf,
+  kXrcRdmaReadResponseOnly = 0xb0,
+  kXrcAcknowledge = 0xb1,
+  kXrcAtomicAcknowledge = 0xb2,
+  kXrcCompareSwap = 0xb3,
+  kXrcFetchAdd = 0xb4,
+  kXrcSendLastInv = 0xb6,
+  kXrcSendOnlyInv = 0xb7,
 };
 
-inline constexpr std::array<BthOpcode, 37> kAllOpcodes = {
+inline constexpr std::array<BthOpcode, 60> kAllOpcodes = {
     BthOpcode::kRcSendFirst,           BthOpcode::kRcSendMiddle,
     BthOpcode::kRcSendLast,            BthOpcode::kRcSendLastImm,
     BthOpcode::kRcSendOnly,            BthOpcode::kRcSendOnlyImm,
@@ -75,10 +99,33 @@ inline constexpr std::array<BthOpcode, 37> kAllOpcodes = {
     BthOpcode::kUcRdmaWriteLastImm,    BthOpcode::kUcRdmaWriteOnly,
     BthOpcode::kUcRdmaWriteOnlyImm,    BthOpcode::kUdSendOnly,
     BthOpcode::kUdSendOnlyImm,
+    BthOpcode::kXrcSendFirst,
+    BthOpcode::kXrcSendMiddle,
+    BthOpcode::kXrcSendLast,
+    BthOpcode::kXrcSendLastImm,
+    BthOpcode::kXrcSendOnly,
+    BthOpcode::kXrcSendOnlyImm,
+    BthOpcode::kXrcRdmaWriteFirst,
+    BthOpcode::kXrcRdmaWriteMiddle,
+    BthOpcode::kXrcRdmaWriteLast,
+    BthOpcode::kXrcRdmaWriteLastImm,
+    BthOpcode::kXrcRdmaWriteOnly,
+    BthOpcode::kXrcRdmaWriteOnlyImm,
+    BthOpcode::kXrcRdmaReadRequest,
+    BthOpcode::kXrcRdmaReadResponseFirst,
+    BthOpcode::kXrcRdmaReadResponseMiddle,
+    BthOpcode::kXrcRdmaReadResponseLast,
+    BthOpcode::kXrcRdmaReadResponseOnly,
+    BthOpcode::kXrcAcknowledge,
+    BthOpcode::kXrcAtomicAcknowledge,
+    BthOpcode::kXrcCompareSwap,
+    BthOpcode::kXrcFetchAdd,
+    BthOpcode::kXrcSendLastInv,
+    BthOpcode::kXrcSendOnlyInv,
 };
 
 // The transport a BTH opcode belongs to (its top three bits).
-enum class Service : uint8_t { kRc = 0, kUc = 1, kRd = 2, kUd = 3 };
+enum class Service : uint8_t { kRc = 0, kUc = 1, kRd = 2, kUd = 3, kXrc = 5 };
 
 enum class OpKind : uint8_t {
   kSend,
@@ -102,6 +149,7 @@ struct OpcodeInfo {
   bool has_payload = false;  // a payload (possibly 0 bytes) follows the headers
   // Extension headers after the BTH; on the wire they come in this order (IBA 9.2 opcode table).
   bool deth = false;
+  bool xrceth = false;  // XRC requests
   bool reth = false;
   bool atomic_eth = false;
   bool aeth = false;
@@ -111,7 +159,7 @@ struct OpcodeInfo {
 
   // [bytes] all extension headers together.
   [[nodiscard]] constexpr size_t ext_bytes() const {
-    return (deth ? kDethBytes : 0) + (reth ? kRethBytes : 0) + (atomic_eth ? kAtomicEthBytes : 0) +
+    return (deth ? kDethBytes : 0) + (xrceth ? kXrcethBytes : 0) + (reth ? kRethBytes : 0) + (atomic_eth ? kAtomicEthBytes : 0) +
            (aeth ? kAethBytes : 0) + (atomic_ack_eth ? kAtomicAckEthBytes : 0) + (immdt ? kImmDtBytes : 0) +
            (ieth ? kIethBytes : 0);
   }
@@ -186,7 +234,14 @@ constexpr OpcodeInfo decode(uint8_t raw) {
       }
       i.service = Service::kUd;
       break;
-    default: break;  // RD, CNP, XRC, manufacturer-specific
+    case 5:
+      // XRC: RC's operations; every request carries the XRCETH, responses do not (IBA 9.2).
+      i = rc(code);
+      i.xrceth = i.valid && i.kind != OpKind::kRdmaReadResponse && i.kind != OpKind::kAcknowledge &&
+                 i.kind != OpKind::kAtomicAcknowledge;
+      i.service = Service::kXrc;
+      break;
+    default: break;  // RD, CNP, manufacturer-specific
   }
   return i.valid ? i : OpcodeInfo{};
 }

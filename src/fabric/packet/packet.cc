@@ -26,7 +26,7 @@ uint32_t get_crc32(const uint8_t* p) {
 uint16_t get_crc16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
 bool ext_headers_match(const PacketFields& f, const OpcodeInfo& info) {
-  return f.deth.has_value() == info.deth && f.reth.has_value() == info.reth &&
+  return f.deth.has_value() == info.deth && f.xrceth.has_value() == info.xrceth && f.reth.has_value() == info.reth &&
          f.atomic_eth.has_value() == info.atomic_eth && f.aeth.has_value() == info.aeth &&
          f.atomic_ack.has_value() == info.atomic_ack_eth && f.imm.has_value() == info.immdt &&
          f.ieth.has_value() == info.ieth;
@@ -45,6 +45,11 @@ void put_ext_headers(const PacketFields& f, std::span<uint8_t> out, size_t& off)
     Deth h{};
     h.qkey = f.deth->qkey;
     h.rsv8_src_qp = f.deth->src_qp.value() & kQpnMask;
+    put(out, off, h);
+  }
+  if (f.xrceth) {
+    Xrceth h{};
+    h.rsv8_srq = f.xrceth->srqn & 0xffffff;
     put(out, off, h);
   }
   if (f.reth) {
@@ -98,6 +103,10 @@ void get_ext_headers(const OpcodeInfo& info, std::span<const uint8_t> in, size_t
   if (info.deth) {
     const Deth h = take<Deth>(in, off);
     f.deth = DethFields{h.qkey.get(), Qpn(h.src_qp())};
+  }
+  if (info.xrceth) {
+    const Xrceth h = take<Xrceth>(in, off);
+    f.xrceth = XrcethFields{h.srqn()};
   }
   if (info.reth) {
     const Reth h = take<Reth>(in, off);
@@ -210,6 +219,7 @@ ParseStatus parse_transport(std::span<const uint8_t> bytes, PacketFields& out, s
   out.ack_req = bth.ack_req();
   out.psn = Psn(bth.psn());
   out.deth = f.deth;
+  out.xrceth = f.xrceth;
   out.reth = f.reth;
   out.atomic_eth = f.atomic_eth;
   out.aeth = f.aeth;

@@ -31,9 +31,9 @@
 namespace softhca::fabric {
 
 inline constexpr size_t kMaxPayloadBytes = 4096;  // the largest IB MTU, figures.md W4
-// Worst case of the headers in front of a payload: LRH, GRH, BTH, RETH and ImmDt (RDMA WRITE Only
-// with Immediate, routed). Larger ETH sets (AtomicETH) carry no payload.
-inline constexpr size_t kMaxHeaderBytes = kLrhBytes + kGrhBytes + kBthBytes + kRethBytes + kImmDtBytes;
+// Worst case of the headers in front of a payload: LRH, GRH, BTH, XRCETH, RETH and ImmDt (XRC RDMA
+// WRITE Only with Immediate, routed). Larger ETH sets (AtomicETH) carry no payload.
+inline constexpr size_t kMaxHeaderBytes = kLrhBytes + kGrhBytes + kBthBytes + kXrcethBytes + kRethBytes + kImmDtBytes;
 // Room for any packet serialize() writes or parse() accepts, rounded up to a 64-byte multiple.
 inline constexpr size_t kMaxPacketBytes = 4224;
 static_assert(kMaxPacketBytes >= kMaxHeaderBytes + kMaxPayloadBytes + kIcrcBytes + kVcrcBytes);
@@ -78,6 +78,11 @@ struct DethFields {
   bool operator==(const DethFields&) const = default;
 };
 
+struct XrcethFields {
+  uint32_t srqn = 0;  // 24 bits
+  bool operator==(const XrcethFields&) const = default;
+};
+
 struct IethFields {
   RKey rkey;
   bool operator==(const IethFields&) const = default;
@@ -120,6 +125,7 @@ struct PacketFields {
   Psn psn;
   // Extension headers
   std::optional<DethFields> deth;
+  std::optional<XrcethFields> xrceth;
   std::optional<RethFields> reth;
   std::optional<AtomicEthFields> atomic_eth;
   std::optional<AethFields> aeth;

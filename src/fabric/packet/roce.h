@@ -27,13 +27,13 @@ inline constexpr uint8_t kRoceDefaultTtl = 64;        // Linux net.ipv4.ip_defau
 // Lowest UDP source port of the RoCEv2 entropy range (Linux IB_ROCE_UDP_ENCAP_VALID_PORT_MIN).
 inline constexpr uint16_t kRoceSrcPortMin = 0xc000;
 
-// The UDP payload, BTH through ICRC, at its largest: BTH, RETH, ImmDt, a 4096-byte payload, ICRC.
+// The UDP payload, BTH through ICRC, at its largest: BTH, XRCETH, RETH, ImmDt, a 4096-byte payload, ICRC.
 inline constexpr size_t kMaxRoceUdpPayloadBytes =
     kMaxHeaderBytes - kLrhBytes - kGrhBytes + kMaxPayloadBytes + kIcrcBytes;
 inline constexpr size_t kMaxRocePacketBytes = kRoceEncapBytes + kMaxRoceUdpPayloadBytes;  // IPv4 through ICRC
 // The UDP payload at its smallest: a BTH-only packet (a zero-byte SEND Only) and its ICRC.
 inline constexpr size_t kMinRoceUdpPayloadBytes = kBthBytes + kIcrcBytes;
-static_assert(kMaxRoceUdpPayloadBytes == 4132);
+static_assert(kMaxRoceUdpPayloadBytes == 4136);
 
 struct UdpPorts {
   uint16_t src = kRoceSrcPortMin;  // the sender's choice (flow entropy), see roce_src_port()

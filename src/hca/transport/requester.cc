@@ -35,7 +35,7 @@ void Requester::execute(SendRecord& rec) {
   // Nothing older waiting to go out: a WRITE may go at once, whole, as pump() would send it.
   if (qp_.req.tx_psn == rec.first_psn && !qp_.req.rnr_wait && send_express(rec)) return after_sending();
   pump(&rec);
-  if (qp_.type == QpType::kRc || qp_.state() == QpState::kErr || qp_.state() == QpState::kSqe) return;
+  if (is_reliable(qp_.type) || qp_.state() == QpState::kErr || qp_.state() == QpState::kSqe) return;
   // UC and UD complete as soon as the message is on the wire.
   rec.response_done = true;
   qp_.req.una_psn = qp_.req.next_psn;
@@ -44,7 +44,7 @@ void Requester::execute(SendRecord& rec) {
 
 void Requester::pump(const SendRecord* hint) {
   RequesterState& rq = qp_.req;
-  const bool rc = qp_.type == QpType::kRc;
+  const bool rc = is_reliable(qp_.type);
   const SendRecord* r = hint;
   while (rq.tx_psn != rq.next_psn && qp_.state() != QpState::kErr && qp_.state() != QpState::kSqe) {
     // RC keeps at most kMaxUnackedPsns in flight, and sends nothing while waiting out an RNR NAK.
@@ -83,7 +83,7 @@ void Requester::after_sending() {
   // An express ACK about to be taken needs no timer (complete_acked() arms one for what is left):
   // no clock reading per message.
   const bool ack_pending = express_acked_ != kNoAck;
-  if (qp_.type == QpType::kRc && qp_.req.una_psn != qp_.req.tx_psn && !ack_pending) arm_ack_timer();
+  if (is_reliable(qp_.type) && qp_.req.una_psn != qp_.req.tx_psn && !ack_pending) arm_ack_timer();
 }
 
 void Requester::take_express_ack() {
@@ -172,11 +172,12 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
   fabric::PacketFields f;
   dev_.route_to_peer(qp_, f);
   f.psn = Psn(psn_add(rec.first_psn, index));
+  if (qp_.type == QpType::kXrcIni) f.xrceth = fabric::XrcethFields{w.xrc_srqn};
   uint32_t payload_len = 0;
   uint8_t* payload = nullptr;  // gathered where transmit() wants it (a loopback slot: no copy)
   if (w.is_read()) {
     const uint64_t off = static_cast<uint64_t>(index) * m;
-    f.opcode = BthOpcode::kRcRdmaReadRequest;
+    f.opcode = request_opcode(qp_.type, WqeOpcode::kRdmaRead, PacketPosition::kOnly);
     f.reth = fabric::RethFields{w.remote_addr + off, RKey(w.rkey), static_cast<uint32_t>(w.length - off)};
     f.ack_req = true;
   } else if (w.is_atomic()) {
@@ -206,7 +207,7 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
       }
     }
     f.solicited = w.solicited && last;
-    f.ack_req = qp_.type == QpType::kRc && rc_asks_ack(index, rec.npkts);
+    f.ack_req = is_reliable(qp_.type) && rc_asks_ack(index, rec.npkts);
     // Looped back from one mapped piece of host memory: read where it lies, copied once, by the
     // responder, straight into the target buffer.
     if (const std::span<const uint8_t> view = gather_in_place(w, off, payload_len, f); !view.empty()) {
@@ -307,7 +308,7 @@ void Requester::complete_acked() {
     if (r.wqe.signaled) done.send_done(qp_, r.wqe);
     qp_.req.complete = static_cast<uint16_t>(qp_.req.complete + r.wqe.bbs);
   }
-  if (qp_.type == QpType::kRc && !qp_.req.rnr_wait) {
+  if (is_reliable(qp_.type) && !qp_.req.rnr_wait) {
     dev_.cancel_timer(qp_);
     if (qp_.req.complete != qp_.req.exec) arm_ack_timer();
   }
@@ -358,7 +359,7 @@ void Requester::on_timer(bool rnr_wait) {
 }
 
 void Requester::on_response(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
-  if (qp_.type != QpType::kRc || qp_.state() == QpState::kErr) return;
+  if (!is_reliable(qp_.type) || qp_.state() == QpState::kErr) return;
   const fabric::OpcodeInfo info = fabric::opcode_info(f.opcode);
   const uint32_t psn = f.psn.value();
 

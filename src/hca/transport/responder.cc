@@ -24,9 +24,18 @@ uint32_t Responder::replay_slots() const {
 }
 
 uint32_t Responder::pdn_for_recv() const {
+  if (qp_.type == QpType::kXrcTgt) return protection_pdn();
   if (qp_.srqn == kNoSrq) return qp_.pdn;
   const SharedReceiveQueue* srq = dev_.srqs_.find(qp_.srqn);
   return srq ? srq->pdn : qp_.pdn;
+}
+
+// A TGT QP has no PD: the XRC SRQ its request names protects the memory the request reaches
+// (IBA 9.8.x). on_xrc() checked that SRQ, so it is there whenever this is asked.
+uint32_t Responder::protection_pdn() const {
+  if (qp_.type != QpType::kXrcTgt) return qp_.pdn;
+  const SharedReceiveQueue* srq = dev_.srqs_.find(qp_.resp.xrc_srqn);
+  return srq ? srq->pdn : 0;
 }
 
 void Responder::on_request(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
@@ -34,7 +43,19 @@ void Responder::on_request(const fabric::PacketFields& f, std::span<const uint8_
     case QpType::kRc: return on_rc(f, payload);
     case QpType::kUc: return on_uc(f, payload);
     case QpType::kUd: return on_ud(f, payload);
+    case QpType::kXrcTgt: return on_xrc(f, payload);
+    case QpType::kXrcIni: return;  // accept() gives it responses only
   }
+}
+
+// XRC TGT: RC's rules, through the SRQ the request's XRCETH names. That SRQ must be an XRC SRQ
+// of the QP's domain; a request naming another is refused as an invalid request (NAK, the QP to
+// error) once its PSN is the expected one (on_rc()).
+void Responder::on_xrc(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
+  if (!f.xrceth) return dev_.stats_->drop(DropReason::kMalformed);
+  // Kept after the request: a receive WQE held by a message in progress belongs to it (flush()).
+  qp_.resp.xrc_srqn = f.xrceth->srqn;
+  on_rc(f, payload);
 }
 
 // ---- receive WQEs -----------------------------------------------------------------------------
@@ -64,8 +85,8 @@ bool Responder::take_rq_wqe(RecvBuffer& rb) {
   return true;
 }
 
-bool Responder::take_srq_wqe(RecvBuffer& rb) {
-  SharedReceiveQueue* srq = dev_.srqs_.find(qp_.srqn);
+bool Responder::take_srq_wqe(RecvBuffer& rb, uint32_t srqn) {
+  SharedReceiveQueue* srq = dev_.srqs_.find(srqn);
   if (srq == nullptr) return false;
   if (srq->consumed == srq->posted_cached) {
     const auto posted = dev_.read_dbrec_be32(srq->dbrec + offsetof(SrqDbRec, counter), true);
@@ -94,7 +115,7 @@ bool Responder::take_srq_wqe(RecvBuffer& rb) {
   rb.valid = true;
   srq->head = wqe.next.next_wqe_index.get();
   ++srq->consumed;
-  if (srq->limit != 0) check_srq_limit(*srq);
+  if (srq->limit != 0) check_srq_limit(*srq, srqn);
   return true;
 }
 
@@ -102,18 +123,19 @@ bool Responder::take_srq_wqe(RecvBuffer& rb) {
 // limit, one event and the limit is disarmed. The count the cache gives may be stale (WQEs posted
 // since): the doorbell record is read again, uncounted as for the CQ's (docs/model.md), before
 // the event is raised.
-void Responder::check_srq_limit(SharedReceiveQueue& srq) {
+void Responder::check_srq_limit(SharedReceiveQueue& srq, uint32_t srqn) {
   if (static_cast<uint16_t>(srq.posted_cached - srq.consumed) >= srq.limit) return;
   const auto posted = dev_.read_dbrec_be32(srq.dbrec + offsetof(SrqDbRec, counter), false);
   if (!posted) return;
   srq.posted_cached = static_cast<uint16_t>(*posted);
   if (static_cast<uint16_t>(srq.posted_cached - srq.consumed) >= srq.limit) return;
   srq.limit = 0;
-  dev_.raise_srq_limit(srq, qp_.srqn);
+  dev_.raise_srq_limit(srq, srqn);
 }
 
 bool Responder::take_recv_wqe(RecvBuffer& rb) {
-  return qp_.srqn == kNoSrq ? take_rq_wqe(rb) : take_srq_wqe(rb);
+  if (qp_.type == QpType::kXrcTgt) return take_srq_wqe(rb, qp_.resp.xrc_srqn);
+  return qp_.srqn == kNoSrq ? take_rq_wqe(rb) : take_srq_wqe(rb, qp_.srqn);
 }
 
 bool Responder::scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data) {
@@ -213,7 +235,7 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
 Responder::Placed Responder::check_write_target(uint64_t va, uint32_t rkey, uint64_t len, Translation& t) const {
   if (!takes_write_of(len)) return (qp_.attr.access_flags & kAccessRemoteWrite) ? Placed::kInvalid : Placed::kAccess;
   t = Translation{KeyCheck::kOk, 0};
-  if (len > 0) t = dev_.mkeys_.translate(rkey, qp_.pdn, va, len, kAccessRemoteWrite);
+  if (len > 0) t = dev_.mkeys_.translate(rkey, protection_pdn(), va, len, kAccessRemoteWrite);
   return t.result == KeyCheck::kOk ? Placed::kOk : Placed::kAccess;
 }
 
@@ -235,7 +257,7 @@ Responder::Placed Responder::execute_read(const fabric::PacketFields& f) {
   const uint64_t len = f.reth->dma_len;
   if (len > dev_.config_.caps.max_msg_sz) return Placed::kInvalid;
   Translation t{KeyCheck::kOk, 0};
-  if (len > 0) t = dev_.mkeys_.translate(f.reth->rkey.value(), qp_.pdn, f.reth->va, len, kAccessRemoteRead);
+  if (len > 0) t = dev_.mkeys_.translate(f.reth->rkey.value(), protection_pdn(), f.reth->va, len, kAccessRemoteRead);
   if (t.result != KeyCheck::kOk) return Placed::kAccess;
   const uint32_t m = mtu();
   const uint32_t n = len == 0 ? 1 : static_cast<uint32_t>(ceil_div(len, m));
@@ -243,10 +265,10 @@ Responder::Placed Responder::execute_read(const fabric::PacketFields& f) {
     fabric::PacketFields r;
     fill_reply_route(r, f);
     const PacketPosition pos = position_of(i, n);
-    r.opcode = pos == PacketPosition::kOnly    ? BthOpcode::kRcRdmaReadResponseOnly
-               : pos == PacketPosition::kFirst ? BthOpcode::kRcRdmaReadResponseFirst
-               : pos == PacketPosition::kLast  ? BthOpcode::kRcRdmaReadResponseLast
-                                               : BthOpcode::kRcRdmaReadResponseMiddle;
+    r.opcode = reliable_opcode(qp_.type, pos == PacketPosition::kOnly    ? BthOpcode::kRcRdmaReadResponseOnly
+                                         : pos == PacketPosition::kFirst ? BthOpcode::kRcRdmaReadResponseFirst
+                                         : pos == PacketPosition::kLast  ? BthOpcode::kRcRdmaReadResponseLast
+                                                                         : BthOpcode::kRcRdmaReadResponseMiddle);
     r.psn = Psn(psn_add(f.psn.value(), i));
     if (pos != PacketPosition::kMiddle) r.aeth = fabric::AethFields{ack_syndrome(), qp_.resp.msn};
     const uint64_t off = static_cast<uint64_t>(i) * m;
@@ -269,10 +291,10 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
   if (!(qp_.attr.access_flags & kAccessRemoteAtomic)) return Placed::kAccess;
   const fabric::AtomicEthFields& a = *f.atomic_eth;
   if (a.va % 8 != 0) return Placed::kInvalid;  // atomics need natural alignment (IBA 9.4.5)
-  const Translation t = dev_.mkeys_.translate(a.rkey.value(), qp_.pdn, a.va, 8, kAccessRemoteAtomic);
+  const Translation t = dev_.mkeys_.translate(a.rkey.value(), protection_pdn(), a.va, 8, kAccessRemoteAtomic);
   if (t.result != KeyCheck::kOk) return Placed::kAccess;
   if (t.host_addr % 8 != 0) return Placed::kInvalid;  // an MR whose iova and address differ mod 8
-  const std::optional<uint64_t> result = f.opcode == BthOpcode::kRcCompareSwap
+  const std::optional<uint64_t> result = fabric::opcode_info(f.opcode).kind == OpKind::kCompareSwap
                                              ? dev_.dma_.atomic_compare_swap(t.host_addr, a.compare, a.swap_add)
                                              : dev_.dma_.atomic_fetch_add(t.host_addr, a.swap_add);
   if (!result) {
@@ -285,7 +307,7 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
   st.atomic_replay_next = (st.atomic_replay_next + 1) % replay_slots();
   fabric::PacketFields r;
   fill_reply_route(r, f);
-  r.opcode = BthOpcode::kRcAtomicAcknowledge;
+  r.opcode = reliable_opcode(qp_.type, BthOpcode::kRcAtomicAcknowledge);
   r.psn = f.psn;
   r.aeth = fabric::AethFields{ack_syndrome(), psn_add(qp_.resp.msn, 1)};
   r.atomic_ack = fabric::AtomicAckFields{orig};
@@ -297,7 +319,8 @@ void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
   const fabric::AethFields aeth{syndrome, qp_.resp.msn};
   if (fabric::is_ack(syndrome)) {
     ++dev_.stats_->acks_sent;
-    if (dev_.merge_ack_to_peer(qp_, Psn(psn), aeth)) return;  // a burst's ACKs, looped back
+    // A burst's ACKs, looped back (RC ACKs only merge with each other).
+    if (qp_.type == QpType::kRc && dev_.merge_ack_to_peer(qp_, Psn(psn), aeth)) return;
   } else if (fabric::is_rnr_nak(syndrome)) {
     ++dev_.stats_->rnr_naks_sent;
   } else {
@@ -305,7 +328,7 @@ void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
   }
   fabric::PacketFields r;
   dev_.route_to_peer(qp_, r);
-  r.opcode = BthOpcode::kRcAcknowledge;
+  r.opcode = reliable_opcode(qp_.type, BthOpcode::kRcAcknowledge);
   r.psn = Psn(psn);
   r.aeth = aeth;
   dev_.transmit(r, {});
@@ -328,7 +351,7 @@ void Responder::rc_duplicate(const fabric::PacketFields& f) {
       if (saved.psn != f.psn.value()) continue;
       fabric::PacketFields r;
       fill_reply_route(r, f);
-      r.opcode = BthOpcode::kRcAtomicAcknowledge;
+      r.opcode = reliable_opcode(qp_.type, BthOpcode::kRcAtomicAcknowledge);
       r.psn = f.psn;
       r.aeth = fabric::AethFields{ack_syndrome(), qp_.resp.msn};
       r.atomic_ack = fabric::AtomicAckFields{saved.orig};
@@ -394,6 +417,8 @@ void Responder::on_rc(const fabric::PacketFields& f, std::span<const uint8_t> pa
   }
   const fabric::OpcodeInfo info = fabric::opcode_info(f.opcode);
   Placed p = Placed::kInvalid;
+  // XRC: a request into an SRQ of another domain (or none) executes nothing.
+  if (qp_.type == QpType::kXrcTgt && dev_.xrc_srq_of(qp_) == nullptr) return report_rc_error(f, p);
   switch (info.kind) {
     case OpKind::kSend: p = place_send(f, payload); break;
     case OpKind::kRdmaWrite: p = place_write(f, payload); break;
@@ -491,7 +516,7 @@ void Responder::flush() {
     done.recv_error(qp_, qp_.resp.recv.wqe_counter, CqeSyndrome::kWrFlushErr);
   }
   qp_.resp.recv.valid = false;
-  if (qp_.srqn != kNoSrq) return;
+  if (qp_.srqn != kNoSrq || is_xrc(qp_.type)) return;  // no receive queue of its own
   const auto posted = dev_.read_dbrec_be32(qp_.dbrec + offsetof(QpDbRec, rq_counter), true);
   if (!posted) return;  // a receive queue that cannot be read has nothing to flush
   qp_.rq_posted_cached = static_cast<uint16_t>(*posted);

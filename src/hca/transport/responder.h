@@ -1,7 +1,8 @@
 // The responder side of a QP's transport: executes incoming requests into host memory.
 // RC: PSN checking (duplicate / in order / ahead), RQ/SRQ consumption for SENDs with RNR NAK when
 // nothing is posted, rkey/bounds/access checks for WRITE, READ and atomics with NAKs, READ responses,
-// atomic ACKs, ACKs when the requester asks (AckReq). UC: the same placement with no ACK/NAK,
+// atomic ACKs, ACKs when the requester asks (AckReq); XRC TGT as RC, through the XRC SRQ each
+// request names (its receive WQE, CQ and PD). UC: the same placement with no ACK/NAK,
 // dropping broken messages. UD: Q_Key check, GRH placement in the first 40 bytes of the buffer.
 // DMA faults: on WRITE/READ/atomic target memory a NAK remote access error; on a receive buffer
 // or the receive queue itself a local protection error (RC: NAK remote operational error); the
@@ -73,6 +74,8 @@ class Responder {
   void on_rc(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   void on_uc(const fabric::PacketFields& f, std::span<const uint8_t> payload);
   void on_ud(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  void on_xrc(const fabric::PacketFields& f, std::span<const uint8_t> payload);
+  [[nodiscard]] uint32_t protection_pdn() const;
   void rc_duplicate(const fabric::PacketFields& f);
 
   // Outcome of placing one packet; kOk or the error to report.
@@ -96,8 +99,8 @@ class Responder {
     return false;
   }
   bool take_rq_wqe(RecvBuffer& rb);
-  bool take_srq_wqe(RecvBuffer& rb);
-  void check_srq_limit(SharedReceiveQueue& srq);  // after a WQE was taken from an armed SRQ
+  bool take_srq_wqe(RecvBuffer& rb, uint32_t srqn);
+  void check_srq_limit(SharedReceiveQueue& srq, uint32_t srqn);  // after a WQE was taken from an armed SRQ
   bool scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data);
   void complete_recv(const fabric::PacketFields& f, hwif::CqeOpcode op, uint32_t byte_len);
   void report_rc_error(const fabric::PacketFields& f, Placed p);

@@ -19,6 +19,8 @@ bool matches_transport(BthOpcode op, QpType type) {
     case QpType::kRc: return s == fabric::Service::kRc;
     case QpType::kUc: return s == fabric::Service::kUc;
     case QpType::kUd: return s == fabric::Service::kUd;
+    case QpType::kXrcIni: return s == fabric::Service::kXrc && is_response(op);
+    case QpType::kXrcTgt: return s == fabric::Service::kXrc && !is_response(op);
   }
   return false;
 }

@@ -38,6 +38,12 @@ constexpr uint8_t send_write_code(bool write, bool imm, PacketPosition pos) {
 }
 }  // namespace wire_detail
 
+// An RC opcode as the reliable transport of `type` sends it: itself on RC, the same operation of
+// transport 0b101 on XRC (IBA 9.2: XRC opcodes are RC's with 0xa0 set).
+constexpr BthOpcode reliable_opcode(hwif::QpType type, BthOpcode rc_op) {
+  return hwif::is_xrc(type) ? static_cast<BthOpcode>(0xa0 | static_cast<uint8_t>(rc_op)) : rc_op;
+}
+
 // The opcode of packet `pos` of a request message of this WQE opcode on this transport.
 constexpr BthOpcode request_opcode(hwif::QpType type, hwif::WqeOpcode op, PacketPosition pos) {
   using hwif::QpType;
@@ -45,13 +51,13 @@ constexpr BthOpcode request_opcode(hwif::QpType type, hwif::WqeOpcode op, Packet
   const bool imm = op == WqeOpcode::kSendImm || op == WqeOpcode::kRdmaWriteImm;
   if (type == QpType::kUd) return imm ? BthOpcode::kUdSendOnlyImm : BthOpcode::kUdSendOnly;
   switch (op) {
-    case WqeOpcode::kRdmaRead: return BthOpcode::kRcRdmaReadRequest;
-    case WqeOpcode::kAtomicCs: return BthOpcode::kRcCompareSwap;
-    case WqeOpcode::kAtomicFa: return BthOpcode::kRcFetchAdd;
+    case WqeOpcode::kRdmaRead: return reliable_opcode(type, BthOpcode::kRcRdmaReadRequest);
+    case WqeOpcode::kAtomicCs: return reliable_opcode(type, BthOpcode::kRcCompareSwap);
+    case WqeOpcode::kAtomicFa: return reliable_opcode(type, BthOpcode::kRcFetchAdd);
     default: break;
   }
   const bool write = op == WqeOpcode::kRdmaWrite || op == WqeOpcode::kRdmaWriteImm;
-  const uint8_t transport = type == QpType::kUc ? 0x20 : 0x00;
+  const uint8_t transport = type == QpType::kUc ? 0x20 : hwif::is_xrc(type) ? 0xa0 : 0x00;
   return static_cast<BthOpcode>(transport | wire_detail::send_write_code(write, imm, pos));
 }
 
@@ -61,7 +67,8 @@ constexpr uint8_t ack_syndrome() { return fabric::ack_syndrome(fabric::kAethCred
 
 // Response-class opcodes (READ responses, ACK, atomic ACK) go to the requester side of a QP.
 bool is_response(BthOpcode op);
-// True when a packet with this opcode may be delivered to a QP of this type.
+// True when a packet with this opcode may be delivered to a QP of this type (XRC: responses to
+// an INI QP, requests to a TGT QP).
 bool matches_transport(BthOpcode op, hwif::QpType type);
 
 // Minimum RNR NAK timer values of IBA table 45 (encoding 0 = 655.36 ms, 1 = 0.01 ms, ...).

@@ -167,6 +167,10 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kQueryClock:
       *static_cast<hwif::QueryClockOut*>(out) = {};
       return 0;
+    case O::kOpenXrcd:
+    case O::kCloseXrcd:
+    case O::kOpenQp:
+      return EOPNOTSUPP;  // XRC is tested against the device model (tests/conformance)
   }
   return EOPNOTSUPP;
 }

@@ -132,7 +132,7 @@ TEST(QpCaps, UnsupportedQpTypesAndSendOpsAreEopnotsupp) {
   ibv_qp_init_attr a = init_attr(cq, IBV_QPT_RAW_PACKET, 16, 1, 0);
   EXPECT_EQ(create_qp(h.pd(), &a, 0), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
-  a = init_attr(cq, IBV_QPT_XRC_SEND, 16, 1, 0);
+  a = init_attr(cq, IBV_QPT_DRIVER, 16, 1, 0);
   EXPECT_EQ(create_qp(h.pd(), &a, 0), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   a = init_attr(cq, IBV_QPT_RC, 16, 1, 0);

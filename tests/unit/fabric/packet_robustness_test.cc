@@ -144,7 +144,8 @@ TEST(ParseMalformed, AGrhMustSayIpv6IbaTransportAndTheRightPayloadLength) {
 }
 
 TEST(ParseMalformed, AnOpcodeOutsideTheTableIsRejected) {
-  for (uint8_t op : {0x15, 0x2c, 0x40, 0x64 + 2, 0x81, 0xa0, 0xff}) {
+  // (0xb5: XRC's counterpart of RC's reserved 0x15; 0xb8: past XRC's last opcode.)
+  for (uint8_t op : {0x15, 0x2c, 0x40, 0x64 + 2, 0x81, 0xb5, 0xb8, 0xff}) {
     auto p = send_only(8);
     p[8] = op;
     reseal(p);

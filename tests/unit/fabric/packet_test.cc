@@ -147,6 +147,33 @@ TEST(PacketLayout, AnRcWriteOnlyPutsEveryFieldWhereTheSpecSays) {
                                                                                        kEightBytes.end()));
 }
 
+// IBA 9.2/9.3: an XRC request carries the XRCETH (Rsv8, 24-bit XRC SRQ) right after the BTH and
+// before the RETH; its opcode is RC's with transport 0b101.
+TEST(PacketLayout, AnXrcWriteOnlyPutsTheXrcethBetweenTheBthAndTheReth) {
+  PacketFields f = rc_write_only();
+  f.opcode = BthOpcode::kXrcRdmaWriteOnly;
+  f.xrceth = XrcethFields{0xabcdef};
+  const auto p = build(f, kEightBytes);
+  ASSERT_EQ(p.size(), 54u);  // 50 of the RC packet + 4
+  EXPECT_EQ(p[8], 0xaa);     // XRC RDMA WRITE Only
+  EXPECT_EQ(std::vector<uint8_t>(p.begin() + 20, p.begin() + 24), (std::vector<uint8_t>{0x00, 0xab, 0xcd, 0xef}));
+  EXPECT_EQ(std::vector<uint8_t>(p.begin() + 24, p.begin() + 32),
+            (std::vector<uint8_t>{0x00, 0x00, 0x7f, 0x00, 0x00, 0x00, 0x10, 0x00}));  // the RETH's VA
+  PacketFields g;
+  std::span<const uint8_t> payload;
+  ASSERT_EQ(parse(p, g, payload), ParseStatus::kOk);
+  EXPECT_EQ(g, f);
+  // Expect: the XRCETH is required on a request and refused on a response (serialize() gives 0).
+  f.xrceth.reset();
+  EXPECT_EQ(wire_bytes(f, kEightBytes.size()), 0u);
+  PacketFields ack;
+  ack.opcode = BthOpcode::kXrcAcknowledge;
+  ack.aeth = AethFields{0x1f, 1};
+  EXPECT_EQ(wire_bytes(ack, 0), local_wire_bytes(BthOpcode::kRcAcknowledge, 0));
+  ack.xrceth = XrcethFields{1};
+  EXPECT_EQ(wire_bytes(ack, 0), 0u);
+}
+
 TEST(PacketLayout, TheIcrcCoversTheLocalPacketWithVlAndResv8aAsOnes) {
   // An independent restatement of IBA 7.8.1 for a packet without GRH: copy, set VL and Resv8a to 1s,
   // CRC-32 over LRH..pad, low byte first on the wire; then CRC-16 over LRH..ICRC.

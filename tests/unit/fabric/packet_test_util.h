@@ -58,6 +58,7 @@ inline PacketFields random_fields(BthOpcode op, bool global, Random& r) {
   if (info.atomic_ack_eth) f.atomic_ack = AtomicAckFields{r.u64()};
   if (info.immdt) f.imm = r.u32();
   if (info.ieth) f.ieth = IethFields{RKey(r.u32())};
+  if (info.xrceth) f.xrceth = XrcethFields{r.u32() & 0xffffff};
   return f;
 }
 

@@ -33,7 +33,7 @@ struct BareContext {
   ibv_context* ctx() { return &vctx.context; }
 };
 
-TEST(VerbsContextOps, ANewContextOffersExactlyTheTenSupportedExtendedVerbs) {
+TEST(VerbsContextOps, ANewContextOffersExactlyTheFourteenSupportedExtendedVerbs) {
   BareContext c;
   ibv_context* ctx = c.ctx();
   EXPECT_NE(verbs_get_ctx_op(ctx, query_port), nullptr);
@@ -46,9 +46,12 @@ TEST(VerbsContextOps, ANewContextOffersExactlyTheTenSupportedExtendedVerbs) {
   EXPECT_NE(verbs_get_ctx_op(ctx, alloc_td), nullptr);
   EXPECT_NE(verbs_get_ctx_op(ctx, dealloc_td), nullptr);
   EXPECT_NE(verbs_get_ctx_op(ctx, alloc_parent_domain), nullptr);
-  EXPECT_EQ(verbs_get_ctx_op(ctx, open_xrcd), nullptr);
-  EXPECT_EQ(verbs_get_ctx_op(ctx, get_srq_num), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, open_xrcd), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, close_xrcd), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, open_qp), nullptr);
+  EXPECT_NE(verbs_get_ctx_op(ctx, get_srq_num), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, alloc_dm), nullptr);
+  EXPECT_EQ(verbs_get_ctx_op(ctx, modify_qp_rate_limit), nullptr);
   EXPECT_EQ(verbs_get_ctx_op(ctx, ibv_create_flow), nullptr);
 }
 
@@ -66,15 +69,43 @@ TEST(VerbsContextOps, ExtendedCqVerbsRefuseNullArgumentsBeforeTheDriver) {
 
 TEST(VerbsContextOps, UnsupportedExtendedVerbsAnswerEopnotsuppThroughTheInlineWrappers) {
   BareContext c;
+  ibv_alloc_dm_attr dm_attr{};
+  dm_attr.length = 64;
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_dm(c.ctx(), &dm_attr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ibv_qp qp{};
+  qp.context = c.ctx();
+  ibv_qp_rate_limit_attr rl{};
+  EXPECT_EQ(ibv_modify_qp_rate_limit(&qp, &rl), EOPNOTSUPP);
+}
+
+// As libibverbs' ibv_cmd_open_xrcd and ibv_cmd_open_qp, before any device is asked.
+TEST(VerbsContextOps, OpenXrcdAndOpenQpCheckTheirCompMasksBeforeTheDriver) {
+  BareContext c;
   ibv_xrcd_init_attr xrcd_attr{};
+  errno = 0;
+  EXPECT_EQ(ibv_open_xrcd(c.ctx(), &xrcd_attr), nullptr);  // FD and OFLAGS are required
+  EXPECT_EQ(errno, EINVAL);
+  xrcd_attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS | IBV_XRCD_INIT_ATTR_RESERVED;
   errno = 0;
   EXPECT_EQ(ibv_open_xrcd(c.ctx(), &xrcd_attr), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
 
-  ibv_srq srq{};
-  srq.context = c.ctx();
-  uint32_t srq_num = 0;
-  EXPECT_EQ(ibv_get_srq_num(&srq, &srq_num), EOPNOTSUPP);
+  ibv_qp_open_attr open_attr{};
+  open_attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_TYPE;  // no XRCD
+  open_attr.qp_type = IBV_QPT_XRC_RECV;
+  errno = 0;
+  EXPECT_EQ(ibv_open_qp(c.ctx(), &open_attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_xrcd xrcd{};
+  xrcd.context = c.ctx();
+  open_attr.comp_mask |= IBV_QP_OPEN_ATTR_XRCD;
+  open_attr.xrcd = &xrcd;
+  open_attr.qp_type = IBV_QPT_RC;  // only a TGT QP can be opened
+  errno = 0;
+  EXPECT_EQ(ibv_open_qp(c.ctx(), &open_attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
 }
 
 TEST(VerbsContextOps, MemoryWindowsAreUnsupportedAndTheUncheckedOpsStillAnswer) {
@@ -99,16 +130,23 @@ TEST(VerbsContextOps, QueryDeviceExRejectsAnInputCompMask) {
   EXPECT_EQ(ibv_query_device_ex(c.ctx(), &input, &attr), EINVAL);
 }
 
-TEST(VerbsContextOps, CreateQpExWithAnXrcDomainIsNotSupported) {
+TEST(VerbsContextOps, CreateQpExOfAnXrcRecvQpNeedsAnXrcdOfTheContextAndCreationFlagsAreNotSupported) {
   BareContext c;
+  BareContext other;
   ibv_pd pd{};
   pd.context = c.ctx();
   ibv_qp_init_attr_ex attr{};
   attr.qp_type = IBV_QPT_XRC_RECV;
   attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
   errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(c.ctx(), &attr), nullptr);  // no XRCD given
+  EXPECT_EQ(errno, EINVAL);
+  ibv_xrcd foreign{};
+  foreign.context = other.ctx();
+  attr.xrcd = &foreign;
+  errno = 0;
   EXPECT_EQ(ibv_create_qp_ex(c.ctx(), &attr), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(errno, EINVAL);
 
   attr.qp_type = IBV_QPT_RC;
   attr.pd = &pd;
@@ -152,12 +190,19 @@ TEST(VerbsContextOps, CreateQpExNeedsAPdOfTheSameContext) {
   EXPECT_EQ(errno, EINVAL);
 }
 
-TEST(VerbsContextOps, CreateSrqExOfAnXrcSrqIsNotSupported) {
+TEST(VerbsContextOps, CreateSrqExOfAnXrcSrqNeedsItsXrcdAndCqAndTagMatchingIsNotSupported) {
   BareContext c;
+  ibv_pd pd{};
+  pd.context = c.ctx();
   ibv_srq_init_attr_ex attr{};
   attr.comp_mask =
       IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
   attr.srq_type = IBV_SRQT_XRC;
+  attr.pd = &pd;  // but no XRCD and no CQ
+  errno = 0;
+  EXPECT_EQ(ibv_create_srq_ex(c.ctx(), &attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  attr.srq_type = IBV_SRQT_TM;
   errno = 0;
   EXPECT_EQ(ibv_create_srq_ex(c.ctx(), &attr), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
