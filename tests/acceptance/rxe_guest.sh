@@ -3,7 +3,7 @@
 # busybox-static, the kernel's modules for virtio-net, rdma_rxe and rdma_ucm (with their
 # dependencies, from modules.dep), and the rdma-core user space of the Debian packages
 # libibverbs1, ibverbs-providers (the rxe provider), librdmacm1, ibverbs-utils, perftest,
-# rdmacm-utils and iproute2's `rdma`, with every shared library they need (from ldd). Its /init
+# rdmacm-utils and iproute2's `rdma`, with every shared library they need (from ldd, and libgcc_s). Its /init
 # brings up eth0 with the address given on the kernel command line, adds rxe0 on it and then serves
 # a control channel on the second serial port (ttyS1), one line per command:
 #   start ID SECONDS COMMAND...   runs COMMAND in the background under `timeout SECONDS`
@@ -64,8 +64,9 @@ _rxe_copy_with_libs() {
 build_rxe_initramfs() {
   local rel=$1 out=$2 root m p
   root=$(mktemp -d)
-  local -a programs=(/usr/bin/ibv_rc_pingpong /usr/bin/ibv_ud_pingpong /usr/bin/ibv_devinfo /usr/bin/ib_write_lat
-    /usr/bin/ib_read_lat /usr/bin/ib_send_bw /usr/bin/rping /usr/bin/ucmatose /usr/bin/rdma)
+  local -a programs=(/usr/bin/ibv_rc_pingpong /usr/bin/ibv_uc_pingpong /usr/bin/ibv_ud_pingpong /usr/bin/ibv_devinfo
+    /usr/bin/ib_write_lat /usr/bin/ib_read_lat /usr/bin/ib_atomic_lat /usr/bin/ib_send_bw /usr/bin/rping
+    /usr/bin/ucmatose /usr/bin/rdma)
   local -a provider=(/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so)
   for p in /bin/busybox "${programs[@]}" "${provider[@]}" /etc/libibverbs.d/rxe.driver; do
     [[ -e $p ]] || { echo "missing $p"; rm -rf "$root"; return 1; }

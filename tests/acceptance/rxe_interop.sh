@@ -4,12 +4,14 @@
 # serves every run; the host end is `softhca run --link roce --ip <tap address>` in a network
 # namespace made for the test, which holds the tap, so no traffic leaves it.
 #   rxe_interop.sh SOFTHCA_BIN LIB_DIR STATS_CHECK LISTENING_SHIM
-# Runs ibv_rc_pingpong, ibv_ud_pingpong, ib_write_lat, ib_read_lat -o 16, ib_send_bw, rping and
-# ucmatose with rxe as server and as client; each must exit 0 on both sides with its bytes checked,
-# and the softhca side's --stats dump must show packets from the guest and none dropped as malformed
-# or refused at the carrier (STATS_CHECK). Needs root, /dev/net/tun, qemu-system-x86_64, a kernel
-# with rdma_rxe in /boot and /lib/modules, busybox-static, and the Debian programs above: exits 77
-# (skipped) saying which is missing, except with CI=true (CI installs them all), where it fails.
+# Runs ibv_rc/uc/ud_pingpong, ib_write_lat, ib_read_lat -o 16, ib_atomic_lat -o 16, ib_send_bw,
+# rping and ucmatose with rxe as server and as client; each must exit 0 on both sides with its bytes
+# checked, the softhca side's --stats dump must show packets from the guest and none dropped as
+# malformed or refused at the carrier (STATS_CHECK), and its --pcap must be tshark-clean. Then the
+# tap's own capture is checked: tshark-clean, softhca's TTL and source ports, rxe's identifications.
+# Needs root, /dev/net/tun, qemu-system-x86_64, a kernel with rdma_rxe in /boot and /lib/modules,
+# busybox-static, tshark and the Debian programs above: exits 77 (skipped) saying which is missing,
+# except with CI=true (CI installs them all), where it fails.
 set -uo pipefail
 here=$(dirname "$0")
 source "$here/pingpong_lib.sh"
@@ -36,7 +38,8 @@ command -v qemu-system-x86_64 >/dev/null || missing "qemu-system-x86_64 is not i
 command -v ip >/dev/null || missing "ip is not installed (iproute2)"
 kernel=$(rxe_kernel_release)
 [[ -n $kernel ]] || missing "no kernel with an rdma_rxe module in /boot and /lib/modules (linux-image-amd64)"
-for p in /bin/busybox /usr/bin/ibv_rc_pingpong /usr/bin/ib_write_lat /usr/bin/rping /usr/bin/ucmatose /usr/bin/rdma; do
+for p in /bin/busybox /usr/bin/ibv_rc_pingpong /usr/bin/ib_write_lat /usr/bin/rping /usr/bin/ucmatose /usr/bin/rdma \
+    /usr/bin/tshark; do
   [[ -x $p ]] || missing "$p is not installed"
 done
 
@@ -139,7 +142,7 @@ host_cmd() {  # host_cmd NAME [VAR=VALUE...]: sets cmd to `softhca run` on the h
   local name=$1
   shift
   cmd=(timeout "$run_timeout_s" ip netns exec "$ns" env "${run_env[@]}" "$@" "$softhca" run --lib-dir "$lib_dir"
-    --fabric "rxe$tag" --link roce --ip "$host_ip" --stats "$out/$name.json" --)
+    --fabric "rxe$tag" --link roce --ip "$host_ip" --stats "$out/$name.json" --pcap "$out/$name.pcap" --)
 }
 
 failures=0
@@ -154,7 +157,19 @@ check() {
   done
   return $((1 - ok))
 }
-# report NAME OK: prints both sides' output on failure, then the stats check.
+# tshark_clean FILE: tshark reads the capture without an error and finds no malformed packet and no
+# expert item of severity error (8388608: PI_ERROR); prints what it found otherwise.
+tshark_clean() {
+  local bad
+  if ! bad=$(tshark -r "$1" -Y '_ws.malformed || _ws.expert.severity >= 8388608' 2>"$out/tshark.err"); then
+    echo "tshark could not read $(basename "$1"): $(cat "$out/tshark.err")"
+    return 1
+  fi
+  [[ -z $bad ]] && return 0
+  echo "$bad" | head -n 5
+  return 1
+}
+# report NAME OK: the stats check and softhca's capture, then both sides' output on failure.
 report() {
   local name=$1 ok=$2
   if [[ -f $out/$name.json ]]; then
@@ -163,6 +178,7 @@ report() {
     echo "FAIL: $name: softhca wrote no --stats dump"
     ok=0
   fi
+  tshark_clean "$out/$name.pcap" >"$out/tshark" || { echo "FAIL: $name: softhca's --pcap"; cat "$out/tshark"; ok=0; }
   if ((ok)); then
     passes=$((passes + 1))
     echo "ok      $name"
@@ -239,21 +255,33 @@ both() {  # both NAME PORT KIND GUEST_SERVER HOST_CLIENT GUEST_CLIENT HOST_SERVE
   rxe_client "$1.rxe_client" $(($2 + 1)) "$3" "$6" "$7" "$8" "$9"
 }
 p=$((p + 2))
+# The whole wire, as the tap sees it: checked after the runs (tshark_clean, and the wire rules).
+ip netns exec "$ns" tshark -i "$tap" -w "$out/wire.pcap" -q >"$out/tshark-live.log" 2>&1 &
+tshark_pid=$!
+pids_to_kill+=("$tshark_pid")
+for _ in $(seq 100); do [[ -s $out/wire.pcap ]] && break; sleep 0.1; done
+
 both rc_pingpong $p tcp \
   "ibv_rc_pingpong -d rxe0 -g $g -p $p -n $iters -s 4096 -c" "ibv_rc_pingpong -g 0 -p $p -n $iters -s 4096 -c $guest_ip" \
   "ibv_rc_pingpong -d rxe0 -g $g -p $((p + 1)) -n $iters -s 4096 -c $host_ip" "ibv_rc_pingpong -g 0 -p $((p + 1)) -n $iters -s 4096 -c" \
+  "$rc_bytes" "$rc_bytes"
+p=$((p + 2))
+both uc_pingpong $p tcp \
+  "ibv_uc_pingpong -d rxe0 -g $g -p $p -n $iters -s 4096 -c" "ibv_uc_pingpong -g 0 -p $p -n $iters -s 4096 -c $guest_ip" \
+  "ibv_uc_pingpong -d rxe0 -g $g -p $((p + 1)) -n $iters -s 4096 -c $host_ip" "ibv_uc_pingpong -g 0 -p $((p + 1)) -n $iters -s 4096 -c" \
   "$rc_bytes" "$rc_bytes"
 p=$((p + 2))
 both ud_pingpong $p tcp \
   "ibv_ud_pingpong -d rxe0 -g $g -p $p -n $iters -s 512 -c" "ibv_ud_pingpong -g 0 -p $p -n $iters -s 512 -c $guest_ip" \
   "ibv_ud_pingpong -d rxe0 -g $g -p $((p + 1)) -n $iters -s 512 -c $host_ip" "ibv_ud_pingpong -g 0 -p $((p + 1)) -n $iters -s 512 -c" \
   "$ud_bytes" "$ud_bytes"
-# perftest: both sides print the result table, but the passive server of ib_read_lat (perftest
-# measures on the client only), which prints its banner.
-for prog in "ib_write_lat -s 64" "ib_read_lat -s 64 -o 16" "ib_send_bw -s 4096"; do
+# perftest: both sides print the result table, but the passive servers of ib_read_lat and
+# ib_atomic_lat (perftest measures on the client only), which print their banner.
+for prog in "ib_write_lat -s 64" "ib_read_lat -s 64 -o 16" "ib_atomic_lat -o 16" "ib_send_bw -s 4096"; do
   name=${prog%% *}
   server_re=$perftest_row
   [[ $name == ib_read_lat ]] && server_re="RDMA_Read Latency Test"
+  [[ $name == ib_atomic_lat ]] && server_re="Atomic .* Latency Test"
   p=$((p + 2))
   both "$name" $p tcp \
     "$prog -d rxe0 -x $g -p $p -n $iters" "$prog -x 0 -p $p -n $iters $guest_ip" \
@@ -272,6 +300,28 @@ both ucmatose $p cm \
   "ucmatose -b $guest_ip -p $p -c 1 -C 10" "ucmatose -s $guest_ip -p $p -c 1 -C 10" \
   "ucmatose -s $host_ip -p $((p + 1)) -c 1 -C 10" "ucmatose -b $host_ip -p $((p + 1)) -c 1 -C 10" \
   "test complete" "test complete"
+
+sleep 1  # the last packets into the capture
+kill -INT "$tshark_pid" 2>/dev/null
+wait "$tshark_pid" 2>/dev/null
+# wire_count FILTER: packets of the tap's capture that match the display filter.
+wire_count() { tshark -r "$out/wire.pcap" -Y "$1" 2>/dev/null | wc -l; }
+wire_check() {  # wire_check WHAT TEST: counted as one more pass or failure
+  if eval "$2"; then passes=$((passes + 1)); echo "ok      wire: $1"; else failures=$((failures + 1)); echo "FAIL: wire: $1"; fi
+}
+ours="ip.src == $host_ip && udp.dstport == 4791 && !icmp"
+theirs="ip.src == $guest_ip && udp.dstport == 4791 && !icmp"
+n_ours=$(wire_count "$ours")
+n_theirs=$(wire_count "$theirs")
+echo "wire: $n_ours RoCEv2 packets from softhca, $n_theirs from rxe"
+wire_check "the capture of the tap is tshark-clean" 'tshark_clean "$out/wire.pcap"'
+wire_check "softhca sent RoCEv2 packets and rxe answered" '((n_ours > 0 && n_theirs > 0))'
+wire_check "every softhca packet has the kernel's TTL ($(cat /proc/sys/net/ipv4/ip_default_ttl)), none the hop limit 1" \
+  '(($(wire_count "$ours && ip.ttl != $(ip netns exec "$ns" cat /proc/sys/net/ipv4/ip_default_ttl)") == 0))'
+wire_check "every softhca packet comes from an entropy port 0xC000-0xC00F" \
+  '(($(wire_count "$ours && (udp.srcport < 49152 || udp.srcport > 49167)") == 0))'
+wire_check "rxe numbers its packets (IPv4 identification not 0), which softhca accepted" \
+  '(($(wire_count "$theirs && ip.id != 0") > 0))'
 
 echo "$passes passed, $failures failed (softhca with Linux rxe, guest kernel $kernel, $((SECONDS - t0)) s)"
 ((failures == 0))
