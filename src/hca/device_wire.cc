@@ -18,7 +18,7 @@ uint16_t roce_source_port(const fabric::PacketFields& f) {
   const uint32_t flow = f.grh ? f.grh->flow_label : 0;
   return flow != 0 ? fabric::roce_src_port(flow) : fabric::roce_entropy_port(f.dest_qp.value());
 }
-// The BTH DestQP of a RoCEv2 IPv4 packet; 0 (no QP a packet is sent to by multicast) when too short.
+// The BTH DestQP of a RoCEv2 IPv4 packet; 0 (not the multicast QPN) when it is too short for one.
 uint32_t roce_dest_qp(std::span<const uint8_t> packet) {
   constexpr size_t kDestQpAt = fabric::kRoceEncapBytes + 5;  // BTH DestQP, 3 bytes
   if (packet.size() < kDestQpAt + 3) return 0;
