@@ -128,6 +128,7 @@ for i in $(seq 0 50); do
 done
 [ -n "$gidx" ] || { say "fail no RoCE v2 GID $want"; poweroff -f; }
 say "ready $gidx"
+set -f  # a command's words are split here, never globbed: its own sh -c expands them
 while IFS= read -r line <&3; do
   set -- $line
   verb=$1

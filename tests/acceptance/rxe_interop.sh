@@ -25,6 +25,7 @@ preload_sanitizer_runtime "$lib_dir"
 
 readonly boot_timeout_s=180   # TCG on two shared cores: ~15 s idle, more under a parallel build
 readonly run_timeout_s=90     # one program on either side
+readonly guest_life_s=570     # the guest's whole life, under ctest's TIMEOUT of 600 s
 readonly iters=50
 
 missing() {  # missing WHAT: skipped, or failed in CI
@@ -73,7 +74,7 @@ ip -n "$ns" addr add "$host_ip/24" dev "$tap" && ip -n "$ns" link set "$tap" up 
 if ! msg=$(build_rxe_initramfs "$kernel" "$out/initrd.cpio"); then missing "initramfs: $msg"; fi
 mkfifo "$out/ctl.in" "$out/ctl.out"
 # ttyS0: the kernel's console, kept for a failure report; ttyS1: the control channel (rxe_guest.sh).
-timeout $((boot_timeout_s + 20 * run_timeout_s)) ip netns exec "$ns" qemu-system-x86_64 -accel tcg -m 512 -smp 1 \
+timeout "$guest_life_s" ip netns exec "$ns" qemu-system-x86_64 -accel tcg -m 512 -smp 1 \
   -nographic -nodefaults -no-reboot -kernel "/boot/vmlinuz-$kernel" -initrd "$out/initrd.cpio" \
   -append "console=ttyS0 quiet panic=-1 softhca.ip=$guest_ip/24" \
   -serial "file:$out/console.log" -serial "pipe:$out/ctl" \
@@ -111,7 +112,10 @@ guest_wait() {  # guest_wait JOB OUTPUT_FILE: exit code in guest_rc
   : >"$file"
   echo "wait $job" >&"$ctl_w"
   guest_rc=124
-  while read -r -t $((run_timeout_s + 30)) -u "$ctl_r" line; do
+  # The job ends within run_timeout_s of its start (the guest's `timeout -s KILL`), but a process in
+  # the kernel (rxe tearing a QP down) dies only once it leaves it, and TCG on a loaded machine is
+  # slow: allow as much again.
+  while read -r -t $((2 * run_timeout_s + 60)) -u "$ctl_r" line; do
     case $line in
       "out $job "*) echo "${line#out "$job" }" >>"$file" ;;
       "out $job") echo >>"$file" ;;
@@ -323,5 +327,9 @@ wire_check "every softhca packet comes from an entropy port 0xC000-0xC00F" \
 wire_check "rxe numbers its packets (IPv4 identification not 0), which softhca accepted" \
   '(($(wire_count "$theirs && ip.id != 0") > 0))'
 
+if ((failures > 0)); then
+  echo "--- guest console (last 40 lines; the kernel's warnings and errors)"
+  tail -n 40 "$out/console.log"
+fi
 echo "$passes passed, $failures failed (softhca with Linux rxe, guest kernel $kernel, $((SECONDS - t0)) s)"
 ((failures == 0))
