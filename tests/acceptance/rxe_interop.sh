@@ -75,7 +75,7 @@ if ! msg=$(build_rxe_initramfs "$kernel" "$out/initrd.cpio"); then missing "init
 mkfifo "$out/ctl.in" "$out/ctl.out"
 # ttyS0: the kernel's console, kept for a failure report; ttyS1: the control channel (rxe_guest.sh).
 timeout "$guest_life_s" ip netns exec "$ns" qemu-system-x86_64 -accel tcg -m 512 -smp 1 \
-  -nographic -nodefaults -no-reboot -kernel "/boot/vmlinuz-$kernel" -initrd "$out/initrd.cpio" \
+  -nographic -nodefaults -no-reboot -kernel "$(rxe_boot_image "$kernel" "$out")" -initrd "$out/initrd.cpio" \
   -append "console=ttyS0 quiet panic=-1 softhca.ip=$guest_ip/24" \
   -serial "file:$out/console.log" -serial "pipe:$out/ctl" \
   -netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" -device "virtio-net-pci,netdev=n0,romfile=" \
