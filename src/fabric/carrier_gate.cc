@@ -32,7 +32,7 @@ std::optional<Ipv4Endpoint> CarrierGate::endpoint_of(uint16_t slid) {
 bool CarrierGate::admits(const Datagram& d) {
   bool ok = false;
   if (mode_ == CarrierMode::kRoceV2) {
-    ok = d.source.port == roce_port_;
+    ok = d.source.port == roce_port_ || d.source.port >= kRoceSrcPortMin;
   } else {
     const std::optional<Ipv4Endpoint> from = endpoint_of(lrh_slid(d.bytes));
     ok = from.has_value() && *from == d.source;

@@ -1,7 +1,8 @@
 // Which datagrams a host's UDP carrier hands to its device (docs/security.md "Packets"): on the
 // InfiniBand link, those sent from the carrier endpoint (IPv4 address and UDP port) that the fabric
-// registry names for their LRH SLID; on Ethernet, those sent from the RoCEv2 UDP port, the one port
-// every host's carrier sends from. The device checks the rest (Device::from_peer()).
+// registry names for their LRH SLID; on Ethernet, those sent from the RoCEv2 UDP port or from the
+// RoCEv2 entropy range (kRoceSrcPortMin and up: Linux and softhca send each flow from one of those).
+// The device checks the rest (Device::from_peer()).
 //
 // Who may call what: admits() from the carrier's receiving thread only (it owns the cache);
 // forget() and refused() from any thread.
@@ -21,7 +22,8 @@ class CarrierGate {
   // The carrier endpoint of the fabric's host with this LID, or nothing (no such host).
   using Lookup = std::function<std::optional<Ipv4Endpoint>(uint16_t lid)>;
 
-  // kNativeIb: `lookup` names each SLID's endpoint. kRoceV2: datagrams must come from `roce_port`.
+  // kNativeIb: `lookup` names each SLID's endpoint. kRoceV2: datagrams must come from `roce_port` or
+  // a port of the entropy range.
   CarrierGate(CarrierMode mode, uint16_t roce_port, Lookup lookup);
   CarrierGate(const CarrierGate&) = delete;
   CarrierGate& operator=(const CarrierGate&) = delete;

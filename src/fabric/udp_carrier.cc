@@ -81,6 +81,7 @@ Status UdpCarrier::open(const UdpCarrierOptions& options) {
     close();
     return st;
   }
+  if (mode_ == CarrierMode::kRoceV2 && options.entropy_ports) open_entropy_sockets();
   stopping_.store(false, std::memory_order_relaxed);
   for (auto* c : {&sent_, &send_errors_, &resealed_, &received_, &dropped_short_, &dropped_oversize_})
     c->store(0, std::memory_order_relaxed);
@@ -114,9 +115,39 @@ Status UdpCarrier::configure_socket(const UdpCarrierOptions& options) {
   return Status::ok();
 }
 
+// Send-only sockets, one per entropy port, configured as the main one for sending (DF: identification
+// 0). Nothing is ever received on them; a datagram someone sends there waits in a small buffer until
+// close. A port that cannot be bound (another program's) stays -1.
+void UdpCarrier::open_entropy_sockets() {
+  for (size_t i = 0; i < entropy_fds_.size(); ++i) {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const sockaddr_in addr = to_sockaddr(Ipv4Endpoint{local_.ip, static_cast<uint16_t>(kRoceSrcPortMin + i)});
+    if (!set_int_option(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO).is_ok() ||
+        !set_int_option(fd, SOL_SOCKET, SO_REUSEPORT, 1).is_ok() ||
+        bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd);
+      continue;
+    }
+    entropy_fds_[i] = fd;
+  }
+}
+
+std::pair<int, uint16_t> UdpCarrier::roce_socket_for(uint16_t src_port) const {
+  if (src_port != local_.port && src_port >= kRoceSrcPortMin) {
+    const size_t i = (src_port - kRoceSrcPortMin) % kRoceEntropyPorts;
+    if (entropy_fds_[i] >= 0) return {entropy_fds_[i], static_cast<uint16_t>(kRoceSrcPortMin + i)};
+  }
+  return {fd_, local_.port};
+}
+
 void UdpCarrier::close() {
   if (fd_ >= 0) ::close(fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
+  for (int& fd : entropy_fds_) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
   fd_ = -1;
   wake_fd_ = -1;
   local_ = Ipv4Endpoint{};
@@ -136,7 +167,7 @@ Status UdpCarrier::send(Ipv4Endpoint dest, std::span<const uint8_t> bytes) {
     send_errors_.fetch_add(1, std::memory_order_relaxed);
     return Status(EINVAL);
   }
-  return send_datagram(dest, bytes, -1, -1);
+  return send_datagram(fd_, dest, bytes, -1, -1);
 }
 
 Status UdpCarrier::send_to_member(Ipv4Endpoint member, std::span<const uint8_t> bytes) {
@@ -160,9 +191,13 @@ Status UdpCarrier::send_roce_as(Ipv4Endpoint dest, uint32_t header_dst, std::spa
     send_errors_.fetch_add(1, std::memory_order_relaxed);
     return Status(EINVAL);
   }
-  const int ttl = e.ttl != 0 ? e.ttl : -1;  // IP_TTL takes 1..255; 0 leaves the socket's default
-  if (e.src == local_ && e.dst == Ipv4Endpoint{header_dst, dest.port}) {
-    return send_datagram(dest, packet.subspan(kRoceEncapBytes), e.tos, ttl);
+  // IP_TTL takes 1..255 (0, or -1: the socket's default, the route's). Only a group gets the header's.
+  const bool multicast = (header_dst >> 28) == 0xe;
+  const int ttl = multicast && e.ttl != 0 ? e.ttl : -1;
+  const auto [fd, src_port] = roce_socket_for(e.src.port);
+  const Ipv4Endpoint src{local_.ip, src_port};
+  if (e.src == src && e.dst == Ipv4Endpoint{header_dst, dest.port}) {
+    return send_datagram(fd, dest, packet.subspan(kRoceEncapBytes), e.tos, ttl);
   }
 
   // The header says other addresses or ports than the ones the datagram will travel with: make it say
@@ -170,15 +205,15 @@ Status UdpCarrier::send_roce_as(Ipv4Endpoint dest, uint32_t header_dst, std::spa
   std::array<uint8_t, kMaxRocePacketBytes> copy;
   std::copy(packet.begin(), packet.end(), copy.begin());
   const std::span<uint8_t> p(copy.data(), packet.size());
-  write_roce_encap(local_.ip, header_dst, UdpPorts{local_.port, dest.port}, e.tos, e.ttl,
+  write_roce_encap(src.ip, header_dst, UdpPorts{src.port, dest.port}, e.tos, e.ttl,
                    packet.size() - kRoceEncapBytes, p.first<kRoceEncapBytes>());
   reseal_roce(p);
   resealed_.fetch_add(1, std::memory_order_relaxed);
-  return send_datagram(dest, p.subspan(kRoceEncapBytes), e.tos, ttl);
+  return send_datagram(fd, dest, p.subspan(kRoceEncapBytes), e.tos, ttl);
 }
 
-// One non-blocking sendmsg, with per-packet IP_TOS / IP_TTL when tos / ttl are not negative.
-Status UdpCarrier::send_datagram(Ipv4Endpoint dest, std::span<const uint8_t> payload, int tos, int ttl) {
+// One non-blocking sendmsg on fd, with per-packet IP_TOS / IP_TTL when tos / ttl are not negative.
+Status UdpCarrier::send_datagram(int fd, Ipv4Endpoint dest, std::span<const uint8_t> payload, int tos, int ttl) {
   sockaddr_in to = to_sockaddr(dest);
   iovec iov{const_cast<uint8_t*>(payload.data()), payload.size()};
   alignas(cmsghdr) std::array<uint8_t, 2 * CMSG_SPACE(sizeof(int))> control{};
@@ -203,7 +238,7 @@ Status UdpCarrier::send_datagram(Ipv4Endpoint dest, std::span<const uint8_t> pay
   msg.msg_controllen = used;
   if (used == 0) msg.msg_control = nullptr;
 
-  if (sendmsg(fd_, &msg, MSG_DONTWAIT) < 0) {
+  if (sendmsg(fd, &msg, MSG_DONTWAIT) < 0) {
     const int err = errno == EWOULDBLOCK ? EAGAIN : errno;
     send_errors_.fetch_add(1, std::memory_order_relaxed);
     return Status(err);

@@ -1,8 +1,9 @@
 // The UDP carrier: the wire between hosts (docs/live-mode.md, "Between hosts"). One IPv4 UDP socket
 // bound to (ip, port) that sends packets to other hosts' carriers and hands received ones to its
 // owner. Two payload modes: whole native IB packets (LRH..VCRC) as the UDP payload, or RoCEv2, where
-// the UDP payload is BTH..ICRC and the IPv4 + UDP headers are the kernel's. Left out: IPv6, batching
-// with sendmmsg/recvmmsg, any retransmission (the IB transport above does that). Sizes in bytes.
+// the UDP payload is BTH..ICRC and the IPv4 + UDP headers are the kernel's; RoCEv2 sends each flow
+// from one of kRoceEntropyPorts source ports (one more socket each). Left out: IPv6, batching with
+// sendmmsg/recvmmsg, any retransmission (the IB transport above does that). Sizes in bytes.
 //
 // Who may call what: send() from any thread, concurrently; receive() from one thread at a time (it
 // owns the receive buffer); wake() and stop() from any thread. Counters are relaxed atomics.
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 
 #include "base/status.h"
 #include "fabric/packet/packet.h"
@@ -42,6 +44,11 @@ struct UdpCarrierOptions {
   // datagram to one of them, which can process it because the device state is shared.
   bool reuse_port = false;
   int rcvbuf_bytes = 0;  // SO_RCVBUF; 0 keeps the kernel default
+  // kRoceV2: bind the send-only sockets of the entropy source ports kRoceSrcPortMin.. +
+  // kRoceEntropyPorts - 1 on the bind address (always SO_REUSEPORT: every process of the host, and
+  // any other carrier of the same user on that address, sends from them too; nobody sends to them).
+  // A port another program holds is left out: its flows go from the bind port, resealed.
+  bool entropy_ports = true;
 };
 
 // One received packet, valid only during the callback.
@@ -66,7 +73,7 @@ class UdpCarrier {
   // At most this many datagrams per receive() call, so a flood cannot keep the owner from its timers.
   static constexpr uint32_t kMaxBatch = 64;
 
-  UdpCarrier() = default;
+  UdpCarrier() { entropy_fds_.fill(-1); }
   ~UdpCarrier();
   UdpCarrier(const UdpCarrier&) = delete;
   UdpCarrier& operator=(const UdpCarrier&) = delete;
@@ -78,14 +85,19 @@ class UdpCarrier {
   [[nodiscard]] bool is_open() const { return fd_ >= 0; }
   [[nodiscard]] Ipv4Endpoint local() const { return local_; }  // the bound endpoint, port resolved
   [[nodiscard]] CarrierMode mode() const { return mode_; }
+  // kRoceV2: the UDP source port a packet whose header names src_port leaves with (see send()).
+  [[nodiscard]] uint16_t source_port_for(uint16_t src_port) const { return roce_socket_for(src_port).second; }
 
   // Sends one packet to dest without blocking. kNativeIb: bytes = LRH..VCRC, sent as they are.
   // kRoceV2: bytes = an IPv4 packet from serialize_roce(); its IPv4 + UDP headers are stripped and
-  // the kernel builds its own. What the kernel puts there (source = local(), destination = dest,
-  // identification 0, DF) must be what the ICRC covered, so when the packet's addresses or ports
-  // differ (the device chose a source port for entropy, but a socket sends from its own port) they
-  // are patched in a copy and the ICRC recomputed, counted in resealed(). TOS and TTL go out as
-  // per-packet IP_TOS/IP_TTL (both are masked in the ICRC; they carry the GRH TClass and HopLmt).
+  // the kernel builds its own. What the kernel puts there (source = local() address and the socket's
+  // port, destination = dest, identification 0, DF) must be what the ICRC covered. A source port of
+  // the entropy range (other than local()'s) goes out from the socket of entropy port kRoceSrcPortMin
+  // + (port - kRoceSrcPortMin) % kRoceEntropyPorts when that one is open, any other from local(); when the packet's addresses or ports
+  // then differ from the datagram's they are patched in a copy and the ICRC recomputed, counted in
+  // resealed(). TOS goes out as per-packet IP_TOS; TTL is the kernel's (the route's hop limit), as
+  // Linux RoCE sends it, except to an IPv4 multicast group, where the header's goes as IP_TTL (both
+  // are masked in the ICRC; they carry the GRH TClass and HopLmt).
   // Errors: EBADF (not open), EINVAL (bytes not a packet of this mode's size limits; kRoceV2: not an
   // IPv4/UDP packet with consistent lengths), EAGAIN (socket buffer full: the packet is lost, as on a
   // congested wire), EMSGSIZE (larger than the path MTU: DF forbids fragmenting), others of sendmsg(2).
@@ -119,7 +131,10 @@ class UdpCarrier {
   Status send_roce(Ipv4Endpoint dest, std::span<const uint8_t> ipv4_packet);
   // send_roce() with header_dst as the destination its ICRC covers (send_to_member()).
   Status send_roce_as(Ipv4Endpoint dest, uint32_t header_dst, std::span<const uint8_t> ipv4_packet);
-  Status send_datagram(Ipv4Endpoint dest, std::span<const uint8_t> payload, int tos, int ttl);
+  Status send_datagram(int fd, Ipv4Endpoint dest, std::span<const uint8_t> payload, int tos, int ttl);
+  void open_entropy_sockets();
+  // The socket a RoCEv2 packet with this UDP source port goes out from, and that socket's port.
+  [[nodiscard]] std::pair<int, uint16_t> roce_socket_for(uint16_t src_port) const;
   enum class RxOutcome : uint8_t { kNone, kDropped, kDelivered };
   // Reads one datagram and delivers or drops it; kNone when none is waiting (an error goes to err).
   RxOutcome receive_one(const Callback& fn, int& err);
@@ -128,6 +143,7 @@ class UdpCarrier {
 
   int fd_ = -1;
   int wake_fd_ = -1;
+  std::array<int, kRoceEntropyPorts> entropy_fds_{};  // -1: not open (another program has the port)
   CarrierMode mode_ = CarrierMode::kNativeIb;
   Ipv4Endpoint local_;
   std::atomic<bool> stopping_{false};

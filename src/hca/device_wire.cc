@@ -11,16 +11,18 @@
 namespace softhca::hca {
 
 namespace {
-// The RoCEv2 UDP source port of a packet: from the GRH flow label when the sender set one, as Linux
-// does (rdma_flow_label_to_udp_sport); else from the destination QPN folded to 20 bits, so every
-// connection keeps one port (in-order delivery per flow) and different connections spread.
+// The RoCEv2 UDP source port of a packet (IBA Annex A17: flow entropy): from the GRH flow label when
+// the sender set one, as Linux does (rdma_flow_label_to_udp_sport); else one of the carrier's entropy
+// ports by destination QPN, so every connection keeps one port and different connections spread.
 uint16_t roce_source_port(const fabric::PacketFields& f) {
-  uint32_t flow = f.grh ? f.grh->flow_label : 0;
-  if (flow == 0) {
-    const uint32_t qpn = f.dest_qp.value();
-    flow = (qpn ^ (qpn >> 20) ^ 0x5a5a5u) & 0xfffffu;  // any non-zero mix of the 24-bit QPN
-  }
-  return fabric::roce_src_port(flow);
+  const uint32_t flow = f.grh ? f.grh->flow_label : 0;
+  return flow != 0 ? fabric::roce_src_port(flow) : fabric::roce_entropy_port(f.dest_qp.value());
+}
+// The BTH DestQP of a RoCEv2 IPv4 packet; 0 (not the multicast QPN) when it is too short for one.
+uint32_t roce_dest_qp(std::span<const uint8_t> packet) {
+  constexpr size_t kDestQpAt = fabric::kRoceEncapBytes + 5;  // BTH DestQP, 3 bytes
+  if (packet.size() < kDestQpAt + 3) return 0;
+  return uint32_t{packet[kDestQpAt]} << 16 | uint32_t{packet[kDestQpAt + 1]} << 8 | packet[kDestQpAt + 2];
 }
 }  // namespace
 
@@ -38,13 +40,35 @@ size_t Device::wire_size(const fabric::PacketFields& f, size_t payload_bytes) co
 size_t Device::encode(const fabric::PacketFields& f, std::span<const uint8_t> payload) {
   if (!ethernet()) return fabric::serialize(f, payload, tx_buf_);
   const fabric::UdpPorts ports{roce_source_port(f), config_.roce_udp_port};
-  return fabric::serialize_roce(f, payload, ports, tx_buf_);
+  const size_t n = fabric::serialize_roce(f, payload, ports, tx_buf_);
+  // The TTL a kernel sends: Linux's RoCE stack replaces a unicast path's hop limit with the route's
+  // (ib_resolve_eth_dmac), so ibv_rc_pingpong's 1 leaves as 64. TTL is masked in the ICRC: only the
+  // header checksum changes. A multicast group keeps the application's hop limit.
+  constexpr size_t kTtlAt = 8;
+  constexpr size_t kDstAt = 16;
+  constexpr size_t kChecksumAt = 10;
+  if (n != 0 && (tx_buf_[kDstAt] >> 4) != 0xe && tx_buf_[kTtlAt] != fabric::kRoceDefaultTtl) {
+    tx_buf_[kTtlAt] = fabric::kRoceDefaultTtl;
+    tx_buf_[kChecksumAt] = tx_buf_[kChecksumAt + 1] = 0;
+    const uint16_t sum = fabric::ipv4_header_checksum(std::span<const uint8_t>(tx_buf_).first<fabric::kIpv4HeaderBytes>());
+    tx_buf_[kChecksumAt] = static_cast<uint8_t>(sum >> 8);
+    tx_buf_[kChecksumAt + 1] = static_cast<uint8_t>(sum);
+  }
+  return n;
 }
 
+// A RoCEv2 packet reaches the device with a header its carrier rebuilt from a UDP socket, which
+// never shows the IPv4 Identification: the ICRC is held to the one Identification that satisfies it
+// (fabric::Ipv4IdRule::kUnseen; Linux sends a changing one, softhca 0). Not for a datagram to the
+// multicast QPN: its copy names this host where the ICRC covered the group (decode_group_copy()).
 bool Device::decode(std::span<const uint8_t> packet, fabric::PacketFields& f, std::span<const uint8_t>& payload) const {
   if (!ethernet()) return fabric::parse(packet, f, payload) == fabric::ParseStatus::kOk;
   fabric::UdpPorts ports;
-  if (fabric::parse_roce(packet, f, payload, ports, config_.roce_udp_port) == fabric::ParseStatus::kOk) return true;
+  const fabric::Ipv4IdRule id_rule =
+      roce_dest_qp(packet) == kMcastQpn ? fabric::Ipv4IdRule::kCovered : fabric::Ipv4IdRule::kUnseen;
+  if (fabric::parse_roce(packet, f, payload, ports, config_.roce_udp_port, id_rule) == fabric::ParseStatus::kOk) {
+    return true;
+  }
   return decode_group_copy(packet, f, payload);
 }
 
@@ -55,12 +79,9 @@ bool Device::decode(std::span<const uint8_t> packet, fabric::PacketFields& f, st
 // holds is the group it was sent to. Anything else stays malformed.
 bool Device::decode_group_copy(std::span<const uint8_t> packet, fabric::PacketFields& f,
                                std::span<const uint8_t>& payload) const {
-  constexpr size_t kDestQpAt = fabric::kRoceEncapBytes + 5;  // BTH DestQP, 3 bytes
   constexpr size_t kIpv4DstAt = 16;
   constexpr size_t kIpv4ChecksumAt = 10;
-  if (packet.size() < kDestQpAt + 3 || packet.size() > group_copy_buf_.size()) return false;
-  const uint32_t dqp = uint32_t{packet[kDestQpAt]} << 16 | uint32_t{packet[kDestQpAt + 1]} << 8 | packet[kDestQpAt + 2];
-  if (dqp != kMcastQpn) return false;
+  if (packet.size() > group_copy_buf_.size() || roce_dest_qp(packet) != kMcastQpn) return false;
   for (const McastGroup& g : state_.mcast.groups) {
     if (g.attached == 0 || !is_multicast_gid(g.gid) || g.gid[0] == 0xff) continue;  // IPv4-mapped groups
     std::copy(packet.begin(), packet.end(), group_copy_buf_.begin());

@@ -52,6 +52,50 @@ Crc32& Crc32::update(std::span<const uint8_t> bytes) {
   return *this;
 }
 
+namespace {
+
+constexpr uint32_t multiply(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  // a's coefficients from x^0 (bit 31) up; b runs through b * x^i alongside.
+  for (uint32_t bit = kCrc32One; bit != 0 && a != 0; bit >>= 1) {
+    if ((a & bit) != 0) {
+      product ^= b;
+      a ^= bit;
+    }
+    b = (b & 1) ? (b >> 1) ^ Crc32::kReflectedPoly : (b >> 1);  // b * x
+  }
+  return product;
+}
+
+// x^(2^k) and x^-(2^k) for every k an exponent's bits can have, so a power is one multiplication
+// per set bit of its exponent. x^-1: the register that one zero bit turns into 1, i.e. the shift
+// undone: 1 has bit 31 set, which only the polynomial's reduction can leave there.
+constexpr uint32_t kX = kCrc32One >> 1;
+constexpr uint32_t kXInverse = ((kCrc32One ^ Crc32::kReflectedPoly) << 1) | 1;
+static_assert(kXInverse == 0xdb710641 && multiply(kX, kXInverse) == kCrc32One);
+constexpr std::array<uint32_t, 64> squarings(uint32_t x) {
+  std::array<uint32_t, 64> t{};
+  for (size_t k = 0; k < t.size(); ++k, x = multiply(x, x)) t[k] = x;
+  return t;
+}
+constexpr auto kXPow2 = squarings(kX);
+constexpr auto kXInversePow2 = squarings(kXInverse);
+
+}  // namespace
+
+uint32_t crc32_multiply(uint32_t a, uint32_t b) { return multiply(a, b); }
+
+uint32_t crc32_x_power(int64_t n) {
+  const auto& table = n < 0 ? kXInversePow2 : kXPow2;
+  // |n| without overflow for the most negative n
+  uint64_t e = n < 0 ? uint64_t{0} - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  uint32_t result = kCrc32One;
+  for (size_t k = 0; e != 0; ++k, e >>= 1) {
+    if ((e & 1) != 0) result = multiply(result, table[k]);
+  }
+  return result;
+}
+
 Crc16Vcrc& Crc16Vcrc::update(std::span<const uint8_t> bytes) {
   state_ = reflected_crc(kVcrcTables, state_, bytes);
   return *this;

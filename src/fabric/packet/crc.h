@@ -40,6 +40,15 @@ class Crc16Vcrc {
   uint16_t state_ = kInit;
 };
 
+// The algebra of the CRC-32 register: a register value is a polynomial over GF(2) modulo the
+// polynomial P, in the reflected order (bit 31 is the coefficient of x^0, bit 0 that of x^31), so
+// feeding n zero bytes to a register is multiplying it by x^(8n), and the difference of the CRCs of
+// two messages of one length is the CRC register of their XOR from 0 (the start value and the final
+// complement cancel). x is invertible modulo P (P(0) = 1), so every power of x, negative too, exists.
+inline constexpr uint32_t kCrc32One = 0x80000000;  // the polynomial 1
+uint32_t crc32_multiply(uint32_t a, uint32_t b);    // a * b mod P
+uint32_t crc32_x_power(int64_t n);                   // x^n mod P, for any n (negative: the inverse)
+
 inline uint32_t crc32(std::span<const uint8_t> bytes) { return Crc32{}.update(bytes).value(); }
 inline uint16_t crc16_vcrc(std::span<const uint8_t> bytes) { return Crc16Vcrc{}.update(bytes).value(); }
 

@@ -90,6 +90,11 @@ uint16_t roce_src_port(uint32_t flow_label) {
   return static_cast<uint16_t>((low ^ high) | kRoceSrcPortMin);
 }
 
+uint16_t roce_entropy_port(uint32_t qpn) {
+  const uint32_t h = (qpn & 0xffffff) * 0x9e3779b1u;  // Fibonacci hashing: the high bits mix every QPN bit
+  return static_cast<uint16_t>(kRoceSrcPortMin + ((uint64_t{h} * kRoceEntropyPorts) >> 32));
+}
+
 size_t roce_wire_bytes(const PacketFields& f, size_t payload_bytes) {
   if (!f.grh || !ipv4_of_gid(f.grh->sgid) || !ipv4_of_gid(f.grh->dgid)) return 0;
   const size_t transport = transport_bytes(f, payload_bytes);
@@ -161,17 +166,47 @@ ParseStatus check_encap(std::span<const uint8_t> bytes, uint16_t roce_port) {
   return ParseStatus::kOk;
 }
 
+// The change of the Identification that turns an ICRC computed as `computed` into `wanted` over a
+// packet whose ICRC sits at icrc_off; nullopt when no 16-bit change does. The ICRC reads 8 bytes of
+// 1s, then the packet: the Identification's two bytes (at 4) are followed by k = icrc_off - 6 bytes.
+// Two bytes d0 d1 fed to a zero register leave (d0 | d1 << 8) * x^16 there, and k bytes more
+// multiply that by x^(8k); undoing both leaves the bytes' own value, which must fit 16 bits.
+std::optional<uint16_t> identification_change(uint32_t computed, uint32_t wanted, size_t icrc_off) {
+  constexpr size_t kIdOff = offsetof(Ipv4Header, identification);
+  const uint32_t delta = computed ^ wanted;
+  if (delta == 0) return uint16_t{0};
+  const auto after = static_cast<int64_t>(icrc_off - kIdOff - 2);  // the 8 bytes of 1s come before it
+  const uint32_t bytes = crc32_multiply(delta, crc32_x_power(-(8 * after + 16)));
+  if (bytes > 0xffff) return std::nullopt;
+  return static_cast<uint16_t>((bytes & 0xff) << 8 | bytes >> 8);  // d0 is the high byte on the wire
+}
+
 }  // namespace
 
+std::optional<uint16_t> solve_ipv4_identification(std::span<const uint8_t> p) {
+  if (p.size() < kRoceEncapBytes + kMinRoceUdpPayloadBytes) return std::nullopt;
+  const size_t icrc_off = p.size() - kIcrcBytes;
+  const std::optional<uint16_t> change =
+      identification_change(compute_roce_icrc(p.first(icrc_off)), get_crc32(p.data() + icrc_off), icrc_off);
+  if (!change) return std::nullopt;
+  const uint16_t given = static_cast<uint16_t>(p[4] << 8 | p[5]);
+  return static_cast<uint16_t>(given ^ *change);
+}
+
 ParseStatus parse_roce(std::span<const uint8_t> bytes, PacketFields& out, std::span<const uint8_t>& payload,
-                       UdpPorts& ports, uint16_t roce_port) {
+                       UdpPorts& ports, uint16_t roce_port, Ipv4IdRule id_rule) {
   out = PacketFields{};
   payload = {};
   ports = UdpPorts{};
   if (const ParseStatus st = check_encap(bytes, roce_port); st != ParseStatus::kOk) return st;
 
   const size_t icrc_off = bytes.size() - kIcrcBytes;
-  if (compute_roce_icrc(bytes.first(icrc_off)) != get_crc32(bytes.data() + icrc_off)) return ParseStatus::kBadIcrc;
+  const uint32_t computed = compute_roce_icrc(bytes.first(icrc_off));
+  const uint32_t wanted = get_crc32(bytes.data() + icrc_off);
+  if (computed != wanted &&
+      (id_rule == Ipv4IdRule::kCovered || !identification_change(computed, wanted, icrc_off))) {
+    return ParseStatus::kBadIcrc;
+  }
 
   PacketFields f;
   std::span<const uint8_t> body;

@@ -26,6 +26,10 @@ inline constexpr uint8_t kIpProtocolUdp = 17;         // IANA protocol numbers
 inline constexpr uint8_t kRoceDefaultTtl = 64;        // Linux net.ipv4.ip_default_ttl, used for HopLmt 0
 // Lowest UDP source port of the RoCEv2 entropy range (Linux IB_ROCE_UDP_ENCAP_VALID_PORT_MIN).
 inline constexpr uint16_t kRoceSrcPortMin = 0xc000;
+// The source ports a softhca host sends its flows from: kRoceSrcPortMin and the next ones, one
+// socket each (fabric/udp_carrier.h). Linux (rxe) spreads over the whole range; 16 flows are enough
+// for a switch's ECMP hash and cost a process 16 descriptors.
+inline constexpr uint16_t kRoceEntropyPorts = 16;
 
 // The UDP payload, BTH through ICRC, at its largest: BTH, XRCETH, RETH, ImmDt, a 4096-byte payload, ICRC.
 inline constexpr size_t kMaxRoceUdpPayloadBytes =
@@ -49,6 +53,9 @@ std::optional<uint32_t> ipv4_of_gid(const Gid& gid);
 // The UDP source port Linux derives from a GRH flow label (rdma_flow_label_to_udp_sport in
 // include/rdma/ib_verbs.h): the low 14 bits XOR the high 6, in the range 0xC000-0xFFFF.
 uint16_t roce_src_port(uint32_t flow_label);
+// The source port of a flow without a flow label, one of the kRoceEntropyPorts: a mix of the 24-bit
+// QPN it goes to, so a connection keeps one port (in order on an ECMP path) and connections spread.
+uint16_t roce_entropy_port(uint32_t qpn);
 
 // [bytes] of the IPv4 packet serialize_roce() writes (IPv4 header through ICRC); 0 when the fields
 // cannot be serialised: the rules of wire_bytes(), and f.grh must be present with IPv4-mapped GIDs.
@@ -62,20 +69,40 @@ size_t roce_wire_bytes(const PacketFields& f, size_t payload_bytes);
 size_t serialize_roce(const PacketFields& f, std::span<const uint8_t> payload, UdpPorts ports,
                       std::span<uint8_t> out);
 
+// What the IPv4 Identification of a packet to parse_roce() is worth.
+enum class Ipv4IdRule : uint8_t {
+  // As given: the ICRC must hold over the header as it is (a capture, a simulated wire).
+  kCovered,
+  // Unseen: a receiver that got the datagram from a UDP socket rebuilt the header without it
+  // (fabric/udp_carrier.h), yet the ICRC covers it and Linux puts a changing one in every packet.
+  // The ICRC must hold for the one Identification that makes it hold (solve_ipv4_identification()):
+  // a damaged packet still fails with odds 1 - 2^-16 (docs/decisions.md D20a).
+  kUnseen,
+};
+
 // Decodes one IPv4 packet (bytes = exactly IPv4 header through ICRC). Checks IPv4 (version 4, IHL 5,
 // Total Length equal to the bytes given, header checksum, not a fragment, protocol UDP), UDP (Length,
-// destination port roce_port; the UDP checksum is not checked, the ICRC covers more), the ICRC, then
-// the transport headers as parse() does. On kOk, out has has_lrh false, LRH members 0 and grh filled
-// from the IPv4 header (flow_label 0), payload points into bytes, ports holds the UDP ports; on any
-// error all three are reset. Reads nothing outside bytes, for any input.
+// destination port roce_port; any source port; the UDP checksum is not checked: 0 is "none" for IPv4
+// (RFC 768), as rxe sends it, and a receiving kernel has checked any other), the ICRC under id_rule,
+// then the transport headers as parse() does. On kOk, out has has_lrh false, LRH members 0 and grh
+// filled from the IPv4 header (flow_label 0), payload points into bytes, ports holds the UDP ports;
+// on any error all three are reset. Reads nothing outside bytes, for any input.
 ParseStatus parse_roce(std::span<const uint8_t> ipv4_packet, PacketFields& out, std::span<const uint8_t>& payload,
-                       UdpPorts& ports, uint16_t roce_port = kRoceV2UdpPort);
+                       UdpPorts& ports, uint16_t roce_port = kRoceV2UdpPort,
+                       Ipv4IdRule id_rule = Ipv4IdRule::kCovered);
 ParseStatus parse_roce(std::span<const uint8_t> ipv4_packet, PacketFields& out, std::span<const uint8_t>& payload);
 
 // The RoCEv2 ICRC of IPv4 header..pad: CRC-32 over 8 bytes of 1s (the absent LRH), then the bytes with
 // IPv4 TOS, TTL and header checksum, UDP checksum and BTH Resv8a read as 1s. Goes on the wire least
 // significant byte first, as the native ICRC does. Safe for any length (covers what it is given).
 uint32_t compute_roce_icrc(std::span<const uint8_t> ipv4_through_pad);
+
+// The IPv4 Identification for which the ICRC of this RoCEv2 IPv4 packet (IPv4 header through ICRC)
+// holds, every other byte as it is; nullopt when none does, or bytes are shorter than the headers and
+// an ICRC. The CRC is affine in the 16 bits, so at most one value works, found without a search:
+// the ICRC's difference from the one computed over the header as given, moved back over the bytes
+// after the field (crc32_x_power() with a negative exponent), must fit the field's 16 bits.
+std::optional<uint16_t> solve_ipv4_identification(std::span<const uint8_t> ipv4_packet);
 
 // The RFC 791 header checksum of a 20-byte IPv4 header whose checksum field holds 0 (or, to verify,
 // the value on the wire: then the result is 0 for a correct header).

@@ -70,15 +70,21 @@ TEST_F(NativeGate, EndpointsAreLookedUpOnceUntilForgotten) {
   EXPECT_EQ(lookups_, 4);
 }
 
-TEST(RoceGate, ADatagramPassesOnlyFromTheRocePort) {
+TEST(RoceGate, ADatagramPassesOnlyFromTheRocePortOrTheEntropyRange) {
   CarrierGate gate(CarrierMode::kRoceV2, 4791, nullptr);
   const std::array<uint8_t, 64> p{};
   // Expect: from another host's carrier (address any, port 4791): passes; the device then checks
   // the address against the QP's path.
   EXPECT_TRUE(gate.admits(Datagram{Ipv4Endpoint{0x7f000003, 4791}, Ipv4Endpoint{0x7f000002, 4791}, p}));
+  // Expect: from a flow's entropy port (softhca: 0xC000 and the next 15; Linux rxe: any from 0xC000,
+  // as 57842 in linux_rxe_captures.h): passes.
+  EXPECT_TRUE(gate.admits(Datagram{Ipv4Endpoint{0x7f000003, kRoceSrcPortMin}, Ipv4Endpoint{0x7f000002, 4791}, p}));
+  EXPECT_TRUE(gate.admits(Datagram{Ipv4Endpoint{0x0a4d0002, 57842}, Ipv4Endpoint{0x0a4d0001, 4791}, p}));
+  EXPECT_TRUE(gate.admits(Datagram{Ipv4Endpoint{0x7f000003, 0xffff}, Ipv4Endpoint{0x7f000002, 4791}, p}));
   // Expect: from any other port, whatever the address: refused and counted.
   EXPECT_FALSE(gate.admits(Datagram{Ipv4Endpoint{0x7f000003, 4792}, Ipv4Endpoint{0x7f000002, 4791}, p}));
-  EXPECT_EQ(gate.refused(), 1u);
+  EXPECT_FALSE(gate.admits(Datagram{Ipv4Endpoint{0x7f000003, kRoceSrcPortMin - 1}, Ipv4Endpoint{0x7f000002, 4791}, p}));
+  EXPECT_EQ(gate.refused(), 2u);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -113,6 +114,23 @@ std::vector<uint8_t> build_roce(const PacketFields& f, std::span<const uint8_t> 
   return out;
 }
 
+// net.ipv4.ip_default_ttl: the TTL of a datagram whose sender did not choose one.
+int kernel_default_ttl() {
+  int ttl = 64;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_default_ttl", "r")) {
+    if (std::fscanf(f, "%d", &ttl) != 1) ttl = 64;
+    std::fclose(f);
+  }
+  return ttl;
+}
+
+void refresh_ipv4_checksum(std::vector<uint8_t>& p) {
+  p[10] = p[11] = 0;
+  const uint16_t sum = ipv4_header_checksum(std::span<const uint8_t>(p).first<kIpv4HeaderBytes>());
+  p[10] = static_cast<uint8_t>(sum >> 8);
+  p[11] = static_cast<uint8_t>(sum);
+}
+
 const std::vector<uint8_t> kThirteenBytes = {'h', 'e', 'l', 'l', 'o', ',', ' ', 'r', 'o', 'c', 'e', 'v', '2'};
 
 // Two RoCE carriers, "hosts" 127.0.0.1 and 127.0.0.2; skips where the second address is unusable.
@@ -186,32 +204,100 @@ TEST_F(RoceCarriers, ARoceV2PacketArrivesAsTheSameIpv4PacketAndParses) {
   ASSERT_TRUE(a_.send(b_.local(), p).is_ok());
   const std::vector<Received> got = receive_n(b_, 1);
   ASSERT_EQ(got.size(), 1u);
-  // Expect: the rebuilt header (identification 0, DF, TOS and TTL from the cmsgs) is the one sent.
-  EXPECT_EQ(got[0].bytes, p);
+  // Expect: the rebuilt header (identification 0, DF, TOS and TTL from the cmsgs) is the one sent,
+  // but for the TTL: the kernel's (the route's), not the header's 9, as Linux's RoCE sends it.
+  std::vector<uint8_t> expected = p;
+  expected[8] = static_cast<uint8_t>(kernel_default_ttl());
+  refresh_ipv4_checksum(expected);
+  EXPECT_EQ(got[0].bytes, expected);
   EXPECT_EQ(got[0].source, a_.local());
   EXPECT_EQ(got[0].destination, b_.local());
   PacketFields f;
   std::span<const uint8_t> payload;
   UdpPorts ports;
   ASSERT_EQ(parse_roce(got[0].bytes, f, payload, ports, b_.local().port), ParseStatus::kOk);
-  EXPECT_EQ(f, roce_write(kIpv4Loopback, kIpHostB));
+  PacketFields want = roce_write(kIpv4Loopback, kIpHostB);
+  want.grh->hop_limit = static_cast<uint8_t>(kernel_default_ttl());
+  EXPECT_EQ(f, want);
   EXPECT_EQ(std::vector<uint8_t>(payload.begin(), payload.end()), kThirteenBytes);
   EXPECT_EQ(a_.resealed(), 0u);
 }
 
-TEST_F(RoceCarriers, AnEntropySourcePortIsReplacedByTheSocketsAndTheIcrcResealed) {
+TEST_F(RoceCarriers, AFlowsEntropyPortIsTheDatagramsSourcePortAndNothingIsResealed) {
+  const uint16_t port = roce_entropy_port(0x000011);
+  if (a_.source_port_for(port) != port) GTEST_SKIP() << "another program holds UDP port " << port;
   const std::vector<uint8_t> p =
-      build_roce(roce_write(kIpv4Loopback, kIpHostB), kThirteenBytes, UdpPorts{roce_src_port(0x12345), 4791});
+      build_roce(roce_write(kIpv4Loopback, kIpHostB), kThirteenBytes, UdpPorts{port, b_.local().port});
   ASSERT_TRUE(a_.send(b_.local(), p).is_ok());
-  EXPECT_EQ(a_.resealed(), 1u);
   const std::vector<Received> got = receive_n(b_, 1);
   ASSERT_EQ(got.size(), 1u);
+  // Expect: sent from the entropy port's socket as it was sealed (IBA Annex A17: flow entropy in the
+  // source port), from the carrier's address.
+  EXPECT_EQ(got[0].source, (Ipv4Endpoint{kIpv4Loopback, port}));
+  EXPECT_EQ(a_.resealed(), 0u);
   PacketFields f;
   std::span<const uint8_t> payload;
   UdpPorts ports;
   ASSERT_EQ(parse_roce(got[0].bytes, f, payload, ports, b_.local().port), ParseStatus::kOk);
-  EXPECT_EQ(ports, (UdpPorts{a_.local().port, b_.local().port}));
-  EXPECT_EQ(f, roce_write(kIpv4Loopback, kIpHostB));
+  EXPECT_EQ(ports, (UdpPorts{port, b_.local().port}));
+}
+
+TEST_F(RoceCarriers, AFlowLabelsPortGoesOutFromAnEntropyPortResealed) {
+  // The port Linux derives from flow label 0x12345 (0xE341) has no socket: it folds onto entropy
+  // port 0xC000 + 0x2341 % 16 = 0xC001, or the carrier's own port if that one is held elsewhere.
+  const std::vector<uint8_t> p =
+      build_roce(roce_write(kIpv4Loopback, kIpHostB), kThirteenBytes, UdpPorts{roce_src_port(0x12345), 4791});
+  const uint16_t expected = a_.source_port_for(roce_src_port(0x12345));
+  EXPECT_TRUE(expected == kRoceSrcPortMin + 1 || expected == a_.local().port) << expected;
+  ASSERT_TRUE(a_.send(b_.local(), p).is_ok());
+  EXPECT_EQ(a_.resealed(), 1u);
+  const std::vector<Received> got = receive_n(b_, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].source.port, expected);
+  PacketFields f;
+  std::span<const uint8_t> payload;
+  UdpPorts ports;
+  ASSERT_EQ(parse_roce(got[0].bytes, f, payload, ports, b_.local().port), ParseStatus::kOk);
+  EXPECT_EQ(ports, (UdpPorts{expected, b_.local().port}));
+  PacketFields want = roce_write(kIpv4Loopback, kIpHostB);
+  want.grh->hop_limit = static_cast<uint8_t>(kernel_default_ttl());
+  EXPECT_EQ(f, want);
+}
+
+TEST_F(RoceCarriers, AUnicastPacketLeavesWithTheKernelsTtlWhateverItsHeaderSays) {
+  PacketFields w = roce_write(kIpv4Loopback, kIpHostB);
+  w.grh->hop_limit = 1;  // ibv_rc_pingpong's hop limit: a router would drop it
+  const std::vector<uint8_t> p = build_roce(w, kThirteenBytes, UdpPorts{a_.local().port, b_.local().port});
+  ASSERT_EQ(p[8], 1);
+  ASSERT_TRUE(a_.send(b_.local(), p).is_ok());
+  const std::vector<Received> got = receive_n(b_, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].bytes[8], kernel_default_ttl());  // Expect: net.ipv4.ip_default_ttl (64 as shipped)
+}
+
+TEST_F(RoceCarriers, ARebuiltHeaderHidesTheSendersIdentificationAndTheUnseenRuleRecoversIt) {
+  // A sender that numbers its datagrams (Linux: a changing identification in each): a plain socket
+  // sends BTH..ICRC sealed over identification 0x2bad; the receiver rebuilds identification 0.
+  RawSender raw;
+  std::vector<uint8_t> p =
+      build_roce(roce_write(kIpv4Loopback, kIpHostB), kThirteenBytes, UdpPorts{raw.port(), b_.local().port});
+  p[4] = 0x2b;
+  p[5] = 0xad;
+  p[8] = static_cast<uint8_t>(kernel_default_ttl());
+  refresh_ipv4_checksum(p);
+  ASSERT_TRUE(reseal_roce(p));
+  ASSERT_TRUE(raw.send_to(b_.local(), std::span<const uint8_t>(p).subspan(kRoceEncapBytes)));
+  const std::vector<Received> got = receive_n(b_, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ((got[0].bytes[4] << 8) | got[0].bytes[5], 0);
+  PacketFields f;
+  std::span<const uint8_t> payload;
+  UdpPorts ports;
+  // Expect: the ICRC over the rebuilt header fails; with the identification unseen it holds, for 0x2bad.
+  EXPECT_EQ(parse_roce(got[0].bytes, f, payload, ports, b_.local().port), ParseStatus::kBadIcrc);
+  EXPECT_EQ(parse_roce(got[0].bytes, f, payload, ports, b_.local().port, Ipv4IdRule::kUnseen), ParseStatus::kOk);
+  EXPECT_EQ(solve_ipv4_identification(got[0].bytes), 0x2bad);
+  EXPECT_EQ(std::vector<uint8_t>(payload.begin(), payload.end()), kThirteenBytes);
 }
 
 TEST_F(RoceCarriers, ACorruptedRoceV2DatagramIsRejectedByTheIcrc) {
@@ -244,7 +330,10 @@ TEST_F(RoceCarriers, ShortAndOversizeDatagramsAreDroppedAndCounted) {
   ASSERT_TRUE(a_.send(b_.local(), good).is_ok());
   const std::vector<Received> got = receive_n(b_, 1);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].bytes, good);
+  std::vector<uint8_t> expected = good;  // with the kernel's TTL
+  expected[8] = static_cast<uint8_t>(kernel_default_ttl());
+  refresh_ipv4_checksum(expected);
+  EXPECT_EQ(got[0].bytes, expected);
   EXPECT_EQ(b_.dropped_short(), 1u);
   EXPECT_EQ(b_.dropped_oversize(), 2u);
   EXPECT_EQ(b_.received(), 1u);

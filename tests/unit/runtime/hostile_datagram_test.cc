@@ -388,9 +388,15 @@ TEST_F(RoceDatagrams, AWriteFromAnotherAddressThanThePeersIsDroppedAndOnlyThePee
   }));
   EXPECT_EQ(host_->packet_stats().packets_sent, before.packets_sent);
   EXPECT_TRUE(untouched(victim_));
-  // Expect: from the peer's address but another port than the RoCE port: refused at the carrier.
+  // Expect: from the peer's address but another port than the RoCE port, below the RoCEv2 entropy
+  // range (0xC000 and up, where Linux and softhca send flows from): refused at the carrier.
+  uint16_t other_port = 0;
+  for (uint16_t p = fabric::kRoceSrcPortMin - 1; p > fabric::kRoceSrcPortMin - 256 && other_port == 0; --p) {
+    if (p != port_ && Socket(fabric::Ipv4Endpoint{kIpB, p}, false).bound()) other_port = p;
+  }
+  ASSERT_NE(other_port, 0);
   const uint64_t refused = host_->packets_refused_at_carrier();
-  send(fabric::Ipv4Endpoint{kIpB, 0}, write_to(victim_, kRqPsn), kForged);
+  send(fabric::Ipv4Endpoint{kIpB, other_port}, write_to(victim_, kRqPsn), kForged);
   ASSERT_TRUE(wait_until([&] { return host_->packets_refused_at_carrier() == refused + 1; }));
   EXPECT_TRUE(untouched(victim_));
   EXPECT_EQ(qp_state(*host_, victim_.qpn), hwif::QpState::kRts);
