@@ -7,7 +7,7 @@
 //
 // The runtime has two devices: every exchange runs on softhca_0 (the sender) and softhca_1 (the
 // receiver), on one of a few QP pairs shared by the flows, and the recorder places its chain on
-// the flow's hosts (PostInfo::hosts, docs/decisions.md D20a). A pair is shared by as many flows as
+// the flow's hosts (PostInfo::hosts, docs/decisions.md D21). A pair is shared by as many flows as
 // its send queue holds their unsignaled WRs, so a post never finds it full.
 #include <infiniband/verbs.h>
 

@@ -42,7 +42,7 @@ struct PostInfo {
   uint32_t arrival_tag = 0;
   // The host each of the runtime's devices stands for in this post (default: device i is host
   // i): the many-host workloads run every exchange on devices 0 and 1 and place it between the
-  // two hosts it belongs to (docs/decisions.md D20a). Tag pools are per host.
+  // two hosts it belongs to (docs/decisions.md D21). Tag pools are per host.
   std::array<uint32_t, 2> hosts{0, 1};
 };
 

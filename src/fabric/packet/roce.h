@@ -76,7 +76,7 @@ enum class Ipv4IdRule : uint8_t {
   // Unseen: a receiver that got the datagram from a UDP socket rebuilt the header without it
   // (fabric/udp_carrier.h), yet the ICRC covers it and Linux puts a changing one in every packet.
   // The ICRC must hold for the one Identification that makes it hold (solve_ipv4_identification()):
-  // a damaged packet still fails with odds 1 - 2^-16 (docs/decisions.md D20a).
+  // a damaged packet still fails with odds 1 - 2^-16 (docs/decisions.md D22).
   kUnseen,
 };
 
