@@ -211,6 +211,9 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   // The XRC SRQ a TGT QP's request names (ResponderState::xrc_srqn), when it is one of the QP's
   // domain (IBA 9.7.x: nullptr otherwise, and the request is NAKed as invalid).
   [[nodiscard]] SharedReceiveQueue* xrc_srq_of(const QueuePair& qp) const;
+  // An XRC SRQ or TGT QP leaves its domain (which goes too when it was the last and nobody holds
+  // the domain open).
+  void release_xrcd(uint32_t xrcdn);
   // reclaim(): a dead owner's opens of XRC domains and handles on TGT QPs.
   void reclaim_xrc(uint32_t owner);
   // ---- QP1 (management.cc) ----

@@ -322,7 +322,7 @@ void Device::destroy_srq(uint32_t srqn) {
   drop_held_events(*srq);
   if (uint32_t* pd_users = pds_.find(srq->pdn)) --*pd_users;
   if (srq->xrcdn != kNoXrcd) {
-    if (XrcDomain* d = xrcds_.find(srq->xrcdn)) --d->users;
+    release_xrcd(srq->xrcdn);
     if (CompletionQueue* cq = cqs_.find(srq->cqn)) --cq->users;
   }
   srqs_.erase(srqn);
@@ -564,8 +564,7 @@ void Device::destroy_qp(uint32_t qpn) {
   if (CompletionQueue* scq = cqs_.find(qp->send_cqn)) --scq->users;
   if (CompletionQueue* rcq = cqs_.find(qp->recv_cqn)) --rcq->users;
   if (SharedReceiveQueue* srq = srqs_.find(qp->srqn)) --srq->users;
-  if (qp->xrcdn != kNoXrcd)
-    if (XrcDomain* d = xrcds_.find(qp->xrcdn)) --d->users;
+  if (qp->xrcdn != kNoXrcd) release_xrcd(qp->xrcdn);
   McastGroups(state_.mcast).detach_all(qpn);
   if (qp->mad_agent) {
     end_connections_of(qpn);

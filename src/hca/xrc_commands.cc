@@ -70,6 +70,15 @@ int Device::cmd_open_qp(const OpenQpIn& in, NoOut&) {
   return qp->handles.add(owner_) ? 0 : ENOMEM;
 }
 
+void Device::release_xrcd(uint32_t xrcdn) {
+  XrcDomain* d = xrcds_.find(xrcdn);
+  if (d == nullptr) return;
+  if (d->users > 0) --d->users;
+  // The last SRQ or TGT QP of a domain nobody holds open any more (its openers closed or died
+  // while another process's handle kept a TGT QP): the domain goes with it.
+  if (d->users == 0 && d->opens.total() == 0) xrcds_.erase(xrcdn);
+}
+
 SharedReceiveQueue* Device::xrc_srq_of(const QueuePair& qp) const {
   SharedReceiveQueue* srq = srqs_.find(qp.resp.xrc_srqn);
   if (srq == nullptr || srq->xrcdn == kNoXrcd || srq->xrcdn != qp.xrcdn) return nullptr;
