@@ -87,7 +87,9 @@ build_rxe_initramfs() {
   for p in /bin/busybox "${programs[@]}" "${provider[@]}" /etc/libibverbs.d/rxe.driver; do
     [[ -e $p ]] || { echo "missing $p"; rm -rf "$root"; return 1; }
   done
-  busybox --list 2>/dev/null | grep -qx insmod || { echo "/bin/busybox has no insmod (busybox-static?)"; rm -rf "$root"; return 1; }
+  # (grep reads the whole list: with -q it would stop early, and busybox's SIGPIPE fail the pipeline)
+  busybox --list 2>/dev/null | grep -x insmod >/dev/null ||
+    { echo "/bin/busybox has no insmod (busybox-static?)"; rm -rf "$root"; return 1; }
   mkdir -p "$root"/{bin,dev,proc,sys,tmp,etc/libibverbs.d,lib/modules}
   cp /bin/busybox "$root/bin/busybox"
   # libgcc_s is not linked but loaded by glibc's pthread_exit and pthread_cancel (rping exits its
