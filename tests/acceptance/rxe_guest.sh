@@ -174,7 +174,8 @@ while IFS= read -r line <&3; do
         kill -9 "$pid"
         echo 137 >"/tmp/$id.rc"
       fi
-      sed "s/^/out $id /" "/tmp/$id.out" >&3
+      # awk ends every line, a last one without its newline too: "rc" must start a line of its own.
+      awk -v p="out $id " '{ print p $0 }' "/tmp/$id.out" >&3
       say "rc $id $(cat "/tmp/$id.rc")"
       ;;
     stop) poweroff -f ;;
