@@ -7,7 +7,8 @@
 # brings up eth0 with the address given on the kernel command line, adds rxe0 on it and then serves
 # a control channel on the second serial port (ttyS1), one line per command:
 #   start ID SECONDS COMMAND...   runs COMMAND in the background under `timeout SECONDS`
-#   wait ID                       waits for it, answers "out ID LINE" per output line, then "rc ID N"
+#   wait ID                       waits for it (SECONDS / 2 more at most), answers "out ID LINE" per output
+#                                 line, then "rc ID N"
 #   stop                          powers the guest off
 # The guest announces "ready GID_INDEX" (the index of rxe0's RoCE v2 GID of its IPv4 address) once
 # rxe0 is up, or "fail WHAT".
@@ -87,7 +88,9 @@ build_rxe_initramfs() {
   for p in /bin/busybox "${programs[@]}" "${provider[@]}" /etc/libibverbs.d/rxe.driver; do
     [[ -e $p ]] || { echo "missing $p"; rm -rf "$root"; return 1; }
   done
-  busybox --list 2>/dev/null | grep -qx insmod || { echo "/bin/busybox has no insmod (busybox-static?)"; rm -rf "$root"; return 1; }
+  # (grep reads the whole list: with -q it would stop early, and busybox's SIGPIPE fail the pipeline)
+  busybox --list 2>/dev/null | grep -x insmod >/dev/null ||
+    { echo "/bin/busybox has no insmod (busybox-static?)"; rm -rf "$root"; return 1; }
   mkdir -p "$root"/{bin,dev,proc,sys,tmp,etc/libibverbs.d,lib/modules}
   cp /bin/busybox "$root/bin/busybox"
   # libgcc_s is not linked but loaded by glibc's pthread_exit and pthread_cancel (rping exits its
@@ -156,11 +159,23 @@ while IFS= read -r line <&3; do
     start)
       id=$2; secs=$3; shift 3
       ( timeout -s KILL "$secs" sh -c "$*" >"/tmp/$id.out" 2>&1; echo $? >"/tmp/$id.rc" ) &
+      echo "$! $secs" >"/tmp/$id.job"
       ;;
     wait)
+      # Half as long again as the job's own timeout at most: a job that outlives its SIGKILL is stuck in
+      # the kernel; what runs is shown, what can be killed is, and the loop goes on.
       id=$2
-      while [ ! -f "/tmp/$id.rc" ]; do sleep 0.1; done
-      sed "s/^/out $id /" "/tmp/$id.out" >&3
+      read -r pid secs <"/tmp/$id.job"
+      n=0
+      while [ ! -f "/tmp/$id.rc" ] && [ $n -lt $((secs * 5)) ]; do sleep 0.1; n=$((n + 1)); done
+      if [ ! -f "/tmp/$id.rc" ]; then
+        { echo "(still running past its timeout; the guest's processes:)"; ps -o pid,stat,args 2>/dev/null || ps; } >>"/tmp/$id.out"
+        for c in $(pgrep -P "$pid"); do pkill -9 -P "$c"; kill -9 "$c"; done
+        kill -9 "$pid"
+        echo 137 >"/tmp/$id.rc"
+      fi
+      # awk ends every line, a last one without its newline too: "rc" must start a line of its own.
+      awk -v p="out $id " '{ print p $0 }' "/tmp/$id.out" >&3
       say "rc $id $(cat "/tmp/$id.rc")"
       ;;
     stop) poweroff -f ;;

@@ -26,6 +26,7 @@ preload_sanitizer_runtime "$lib_dir"
 readonly boot_timeout_s=180   # TCG on two shared cores: ~15 s idle, more under a parallel build
 readonly run_timeout_s=90     # one program on either side
 readonly guest_life_s=570     # the guest's whole life, under ctest's TIMEOUT of 600 s
+readonly runs_until_s=360     # no run starts after this (from the start): the cleanup must happen
 readonly iters=50
 
 missing() {  # missing WHAT: skipped, or failed in CI
@@ -195,8 +196,15 @@ report() {
 
 # rxe_server NAME PORT KIND GUEST_ARGS HOST_ARGS SERVER_REGEX CLIENT_REGEX: the guest serves (KIND
 # tcp or cm: how to see it listen), the host connects to it; each side must pass check with its regex.
+# out_of_time NAME: true (and the run counted as failed) once no run may start any more.
+out_of_time() {
+  ((SECONDS < runs_until_s)) && return 1
+  echo "FAIL: $1: not run, the test's time is up (${runs_until_s} s)"
+  failures=$((failures + 1))
+}
 rxe_server() {
   local name=$1 port=$2 kind=$3 gargs=$4 hargs=$5 server_re=$6 client_re=$7 ok=1 host_rc
+  out_of_time "$name" && return
   guest_start "$gargs"
   local job=$guest_job
   if [[ $kind == tcp ]] && ! guest_wait_tcp "$port"; then echo "FAIL: $name: the rxe server never listened"; ok=0; fi
@@ -215,6 +223,7 @@ rxe_server() {
 # guest connects.
 rxe_client() {
   local name=$1 port=$2 kind=$3 gargs=$4 hargs=$5 server_re=$6 client_re=$7 ok=1 server_pid host_rc
+  out_of_time "$name" && return
   rm -f "$out/listening"
   if [[ $kind == cm ]]; then  # the server's rdma_listen appends a line to $out/listening
     local preload=$shim e
