@@ -529,7 +529,35 @@ TEST_F(SharedReceiveQueue, TwoQpsReceiveThroughOneSrqAndEveryMessageLandsInTheBu
   }
 }
 
-class CompletionChannel : public VerbsPair {};
+class CompletionChannel : public VerbsPair {
+ protected:
+  // B's receive CQ on a non-blocking channel, and an RC pair whose B side completes into it.
+  void open_channel_pair() {
+    ASSERT_NO_FATAL_FAILURE(open(Topology::kTwoDevices));
+    channel_ = create_channel(b_);
+    ASSERT_NE(channel_, nullptr) << errno_name(errno);
+    ASSERT_EQ(fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK), 0);
+    cq_ = create_cq(b_, 16, channel_, nullptr);
+    ASSERT_NE(cq_, nullptr) << errno_name(errno);
+    QpOptions o;
+    o.recv_cq_b = cq_;
+    ASSERT_NO_FATAL_FAILURE(connect(IBV_QPT_RC, o, &pair_));
+  }
+  // One 64-byte SEND from A into a receive posted with wr_id on B; A's completion polled.
+  void send_one(uint64_t wr_id) {
+    ibv_sge recv = b_.sge(kDstOff, 4096);
+    ASSERT_EQ(post_recv(pair_.b, wr_id, std::span(&recv, 1)), 0);
+    ibv_sge sge = a_.sge(kSrcOff, 64);
+    SendArgs args;
+    args.wr_id = wr_id;
+    args.flags = IBV_SEND_SIGNALED;
+    ASSERT_EQ(post_send(pair_.a, args, std::span(&sge, 1)), 0);
+    EXPECT_EQ(poll_one(a_.cq).status, IBV_WC_SUCCESS);
+  }
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  QpPair pair_;
+};
 
 TEST_F(CompletionChannel, AnArmedCqRaisesOneEventPerArmThatNamesTheCqAndItsContext) {
   ASSERT_NO_FATAL_FAILURE(open(Topology::kTwoDevices));
@@ -577,26 +605,9 @@ TEST_F(CompletionChannel, AnArmedCqRaisesOneEventPerArmThatNamesTheCqAndItsConte
 // came in is told of it (Open MPI's connection manager polls, then arms). Armed with everything
 // polled, the next completion raises exactly one event.
 TEST_F(CompletionChannel, ArmingACqThatHoldsAnUnpolledCompletionRaisesTheEventAtOnce) {
-  ASSERT_NO_FATAL_FAILURE(open(Topology::kTwoDevices));
-  ibv_comp_channel* channel = create_channel(b_);
-  ASSERT_NE(channel, nullptr) << errno_name(errno);
-  ASSERT_EQ(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK), 0);
-  ibv_cq* cq = create_cq(b_, 16, channel, nullptr);
-  ASSERT_NE(cq, nullptr) << errno_name(errno);
-  QpOptions o;
-  o.recv_cq_b = cq;
-  QpPair p;
-  ASSERT_NO_FATAL_FAILURE(connect(IBV_QPT_RC, o, &p));
-  const auto send_one = [&](uint64_t wr_id) {
-    ibv_sge recv = b_.sge(kDstOff, 4096);
-    ASSERT_EQ(post_recv(p.b, wr_id, std::span(&recv, 1)), 0);
-    ibv_sge sge = a_.sge(kSrcOff, 64);
-    SendArgs args;
-    args.wr_id = wr_id;
-    args.flags = IBV_SEND_SIGNALED;
-    ASSERT_EQ(post_send(p.a, args, std::span(&sge, 1)), 0);
-    EXPECT_EQ(poll_one(a_.cq).status, IBV_WC_SUCCESS);
-  };
+  ASSERT_NO_FATAL_FAILURE(open_channel_pair());
+  ibv_comp_channel* const channel = channel_;
+  ibv_cq* const cq = cq_;
   ibv_cq* ev_cq = nullptr;
   void* ev_ctx = nullptr;
   ASSERT_NO_FATAL_FAILURE(send_one(1));  // B's CQ now holds a completion nobody polled
@@ -623,26 +634,9 @@ TEST_F(CompletionChannel, ArmingACqThatHoldsAnUnpolledCompletionRaisesTheEventAt
 // The pattern of perftest's latency tests: take the event, arm, then poll. The CQE that raised
 // the event is still in the CQ at the arm, and raises no second event; the next completion does.
 TEST_F(CompletionChannel, ArmingAfterTheEventWithItsCompletionUnpolledRaisesNoSecondEvent) {
-  ASSERT_NO_FATAL_FAILURE(open(Topology::kTwoDevices));
-  ibv_comp_channel* channel = create_channel(b_);
-  ASSERT_NE(channel, nullptr) << errno_name(errno);
-  ASSERT_EQ(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK), 0);
-  ibv_cq* cq = create_cq(b_, 16, channel, nullptr);
-  ASSERT_NE(cq, nullptr) << errno_name(errno);
-  QpOptions o;
-  o.recv_cq_b = cq;
-  QpPair p;
-  ASSERT_NO_FATAL_FAILURE(connect(IBV_QPT_RC, o, &p));
-  const auto send_one = [&](uint64_t wr_id) {
-    ibv_sge recv = b_.sge(kDstOff, 4096);
-    ASSERT_EQ(post_recv(p.b, wr_id, std::span(&recv, 1)), 0);
-    ibv_sge sge = a_.sge(kSrcOff, 64);
-    SendArgs args;
-    args.wr_id = wr_id;
-    args.flags = IBV_SEND_SIGNALED;
-    ASSERT_EQ(post_send(p.a, args, std::span(&sge, 1)), 0);
-    EXPECT_EQ(poll_one(a_.cq).status, IBV_WC_SUCCESS);
-  };
+  ASSERT_NO_FATAL_FAILURE(open_channel_pair());
+  ibv_comp_channel* const channel = channel_;
+  ibv_cq* const cq = cq_;
   ibv_cq* ev_cq = nullptr;
   void* ev_ctx = nullptr;
   for (uint64_t id = 1; id <= 3; ++id) {
