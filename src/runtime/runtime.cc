@@ -108,7 +108,7 @@ class LiveRuntime final : public Runtime {
                      {"qps", std::move(qps)}});
       add_fault_stats(all.back(), lids_[all.size() - 1]);
     }
-    std::ofstream(path) << nlohmann::json{{"devices", all}}.dump(2) << "\n";
+    write_stats_dump(path, nlohmann::json{{"devices", all}});
   }
 
  private:

@@ -811,7 +811,7 @@ void SharedRuntime::Impl::dump_stats(const std::string& path) {
     nlohmann::json& j = dev["faults"];  // this process's port
     for_each_counter(c, [&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
   }
-  std::ofstream(path) << nlohmann::json{{"devices", nlohmann::json::array({dev})}}.dump(2) << "\n";
+  write_stats_dump(path, nlohmann::json{{"devices", nlohmann::json::array({dev})}});
 }
 
 // ---- SharedRuntime ----------------------------------------------------------------------------------

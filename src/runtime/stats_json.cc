@@ -1,6 +1,10 @@
 #include "runtime/stats_json.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -114,6 +118,24 @@ json qp_stats_json(const hca::DeviceRegion& region) {
 hca::DeviceStats region_packet_stats(const hca::DeviceRegion& region) {
   const std::optional<hca::DeviceState> st = device_state(region);
   return st ? st->total_stats() : hca::DeviceStats{};
+}
+
+bool write_stats_dump(const std::string& path, const nlohmann::json& dump) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << dump.dump(2) << "\n";
+    out.flush();
+    if (!out) {
+      ::unlink(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace softhca::runtime
