@@ -269,11 +269,13 @@ void ack_cq_events(ibv_cq* ibcq, unsigned int nevents) {
   pthread_mutex_unlock(&ibcq->mutex);
 }
 
-// Drops the not-yet-polled CQEs of qpn, compacting the later ones towards the producer end and
-// keeping each slot's owner bit (the device wrote it for that slot). Frees the SRQ WQEs of the
-// dropped receive completions. Runs after the device stopped writing CQEs for qpn (the QP was
-// reset or destroyed), so only CQEs already written are seen.
-void cq_clean(Cq* cq, uint32_t qpn, Srq* srq) {
+namespace {
+
+// Drops the not-yet-polled CQEs for which drop(cqe) says so, compacting the later ones towards the
+// producer end and keeping each slot's owner bit (the device wrote it for that slot). Under the CQ
+// lock; the caller makes sure the device writes no more CQEs that drop() would take.
+template <class Drop>
+void drop_unpolled(Cq* cq, Drop drop) {
   std::lock_guard g(cq->lock);
   const uint32_t nent = 1u << cq->log_nent;
   uint32_t prod = cq->cons_index;
@@ -282,11 +284,7 @@ void cq_clean(Cq* cq, uint32_t qpn, Srq* srq) {
   for (uint32_t p = prod; p != cq->cons_index;) {
     --p;
     hwif::Cqe64* cqe = cqe_at(*cq, p);
-    if (cqe_qpn(*cqe) == qpn) {
-      if (srq != nullptr && cqe_is_responder(cqe->opcode())) {
-        std::lock_guard gs(srq->lock);
-        srq_free_wqe(srq, cqe->wqe_counter.get());
-      }
+    if (drop(*cqe)) {
       ++nfreed;
     } else if (nfreed != 0) {
       hwif::Cqe64* dst = cqe_at(*cq, p + nfreed);
@@ -301,30 +299,25 @@ void cq_clean(Cq* cq, uint32_t qpn, Srq* srq) {
   }
 }
 
+}  // namespace
+
+// The not-yet-polled CQEs of qpn, with the SRQ WQEs of its dropped receive completions freed. Runs
+// after the device stopped writing CQEs for qpn (the QP was reset or destroyed).
+void cq_clean(Cq* cq, uint32_t qpn, Srq* srq) {
+  drop_unpolled(cq, [&](const hwif::Cqe64& cqe) {
+    if (cqe_qpn(cqe) != qpn) return false;
+    if (srq != nullptr && cqe_is_responder(cqe.opcode())) {
+      std::lock_guard gs(srq->lock);
+      srq_free_wqe(srq, cqe.wqe_counter.get());
+    }
+    return true;
+  });
+}
+
 // The CQEs of an XRC SRQ's receives (any TGT QP's) still in its CQ, dropped when it is destroyed:
 // nothing could retire them any more.
 void cq_clean_srq(Cq* cq, uint32_t srqn) {
-  std::lock_guard g(cq->lock);
-  const uint32_t nent = 1u << cq->log_nent;
-  uint32_t prod = cq->cons_index;
-  while (prod - cq->cons_index < nent && cqe_if_valid(*cq, prod) != nullptr) ++prod;
-  uint32_t nfreed = 0;
-  for (uint32_t p = prod; p != cq->cons_index;) {
-    --p;
-    hwif::Cqe64* cqe = cqe_at(*cq, p);
-    if (cqe_is_responder(cqe->opcode()) && cqe_srqn(*cqe) == srqn) {
-      ++nfreed;
-    } else if (nfreed != 0) {
-      hwif::Cqe64* dst = cqe_at(*cq, p + nfreed);
-      const uint8_t owner = dst->op_own & hwif::kCqeOwnerBit;
-      std::memcpy(dst, cqe, sizeof(*dst));
-      dst->op_own = static_cast<uint8_t>((dst->op_own & ~hwif::kCqeOwnerBit) | owner);
-    }
-  }
-  if (nfreed != 0) {
-    cq->cons_index += nfreed;
-    store_dbrec(cq->dbrec->set_ci, cq->cons_index & 0xffffff);
-  }
+  drop_unpolled(cq, [&](const hwif::Cqe64& cqe) { return cqe_is_responder(cqe.opcode()) && cqe_srqn(cqe) == srqn; });
 }
 
 }  // namespace softhca::driver
