@@ -6,10 +6,15 @@
 # rdmacm-utils and iproute2's `rdma`, with every shared library they need (from ldd, and libgcc_s). Its /init
 # brings up eth0 with the address given on the kernel command line, adds rxe0 on it and then serves
 # a control channel on the second serial port (ttyS1), one line per command:
-#   start ID SECONDS COMMAND...   runs COMMAND in the background under `timeout SECONDS`
-#   wait ID                       waits for it (SECONDS / 2 more at most), answers "out ID LINE" per output
-#                                 line, then "rc ID N"
+#   start ID SECONDS COMMAND...   runs COMMAND in the background under `timeout SECONDS`, answers
+#                                 "started ID" (again, and nothing else, for an ID it has started)
+#   wait ID                       waits for it (SECONDS / 2 more at most, on the guest's clock), answers
+#                                 "out ID LINE" per output line, then "rc ID N"; a job still running then
+#                                 is killed, with its processes' kernel stacks, rxe0's counters and
+#                                 dmesg added to its output
 #   stop                          powers the guest off
+# A line the loop cannot read is logged on the console and ignored; the host asks again when no
+# answer comes (rxe_interop.sh), so every command may arrive twice.
 # The guest announces "ready GID_INDEX" (the index of rxe0's RoCE v2 GID of its IPv4 address) once
 # rxe0 is up, or "fail WHAT".
 
@@ -127,6 +132,7 @@ mount -t tmpfs tmpfs /tmp
 exec 3<>/dev/ttyS1
 stty raw -echo <&3
 say() { echo "$*" >&3; }
+log() { read -r up _ </proc/uptime; echo "softhca-guest: [$up] $*" >/dev/console; }  # the console log, for a failure report
 for m in $(cat /modules.order); do insmod "/lib/modules/$m" || { say "fail insmod $m"; poweroff -f; }; done
 ip=""
 for a in $(cat /proc/cmdline); do case $a in softhca.ip=*) ip=${a#softhca.ip=} ;; esac; done
@@ -152,35 +158,82 @@ done
 [ -n "$gidx" ] || { say "fail no RoCE v2 GID $want"; poweroff -f; }
 say "ready $gidx"
 set -f  # a command's words are split here, never globbed: its own sh -c expands them
+# The loop runs in a child of init, and each job is forked twice so that init (which inherits the
+# orphan) is its parent, not the loop: a job that ends sends the loop no SIGCHLD, which would interrupt
+# its read of the channel, and ash restarts an interrupted read afresh, dropping the part of the line
+# it had read (a lost "wait" hung the host for minutes).
+serve() {
 while IFS= read -r line <&3; do
   set -- $line
-  verb=$1
+  verb=${1:-}
   case $verb in
     start)
       id=$2; secs=$3; shift 3
-      ( timeout -s KILL "$secs" sh -c "$*" >"/tmp/$id.out" 2>&1; echo $? >"/tmp/$id.rc" ) &
-      echo "$! $secs" >"/tmp/$id.job"
+      if [ ! -f "/tmp/$id.job" ]; then
+        ( ( timeout -s KILL "$secs" sh -c "$*" >"/tmp/$id.out" 2>&1; echo $? >"/tmp/$id.rc" ) & echo $! >"/tmp/$id.pid" )
+        read -r pid <"/tmp/$id.pid"
+        read -r up _ </proc/uptime
+        echo "$pid $secs ${up%.*}" >"/tmp/$id.job"
+        log "start $id: $*"
+      fi
+      say "started $id"
       ;;
     wait)
       # Half as long again as the job's own timeout at most: a job that outlives its SIGKILL is stuck in
       # the kernel; what runs is shown, what can be killed is, and the loop goes on.
+      # The bound is the guest's clock (/proc/uptime, a builtin read), not a count of sleeps: a sleep
+      # takes far longer than asked under a loaded TCG.
       id=$2
-      read -r pid secs <"/tmp/$id.job"
-      n=0
-      while [ ! -f "/tmp/$id.rc" ] && [ $n -lt $((secs * 5)) ]; do sleep 0.1; n=$((n + 1)); done
+      if [ ! -f "/tmp/$id.job" ]; then
+        log "wait $id: never started"
+        say "out $id (the guest never started $id)"
+        say "rc $id 125"
+        continue
+      fi
+      read -r pid secs started <"/tmp/$id.job"
+      log "wait $id"
+      until=$((started + secs + secs / 2))
+      next_note=$((started + 30))
+      while [ ! -f "/tmp/$id.rc" ]; do
+        read -r up _ </proc/uptime
+        up=${up%.*}
+        [ "$up" -ge "$until" ] && break
+        [ "$up" -ge "$next_note" ] && { log "$id still running after $((up - started)) s"; next_note=$((up + 30)); }
+        sleep 0.1
+      done
       if [ ! -f "/tmp/$id.rc" ]; then
-        { echo "(still running past its timeout; the guest's processes:)"; ps -o pid,stat,args 2>/dev/null || ps; } >>"/tmp/$id.out"
+        { echo "(still running past its timeout; the guest's processes, where each waits, rxe0's counters and the kernel's last words:)"
+          ps -o pid,stat,args 2>/dev/null || ps
+          set +f
+          for d in /proc/[0-9]*; do  # user processes (kernel threads have no exe) but the shell's own
+            [ -e "$d/exe" ] || continue
+            read -r st <"$d/stat" 2>/dev/null || continue
+            case $st in "1 "*|*"(sh)"*|*"(busybox)"*|*"(timeout)"*|*"(ps)"*|*"(awk)"*) continue ;; esac
+            echo "${d#/proc/}: $(cat "$d/comm" 2>/dev/null) wchan=$(cat "$d/wchan" 2>/dev/null)"
+            head -n 12 "$d/stack" 2>/dev/null
+          done
+          for c in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+            read -r v <"$c" 2>/dev/null && [ "$v" != 0 ] && echo "rxe0 ${c##*/} $v"
+          done
+          set -f
+          dmesg | tail -n 20
+        } >>"/tmp/$id.out" 2>&1
         for c in $(pgrep -P "$pid"); do pkill -9 -P "$c"; kill -9 "$c"; done
         kill -9 "$pid"
         echo 137 >"/tmp/$id.rc"
       fi
+      log "rc $id $(cat "/tmp/$id.rc")"
       # awk ends every line, a last one without its newline too: "rc" must start a line of its own.
       awk -v p="out $id " '{ print p $0 }' "/tmp/$id.out" >&3
       say "rc $id $(cat "/tmp/$id.rc")"
       ;;
     stop) poweroff -f ;;
+    *) log "ignored a line it could not read: '$line'" ;;
   esac
 done
+}
+( serve )
+poweroff -f
 EOF
   chmod +x "$1"
 }

@@ -77,7 +77,7 @@ mkfifo "$out/ctl.in" "$out/ctl.out"
 # ttyS0: the kernel's console, kept for a failure report; ttyS1: the control channel (rxe_guest.sh).
 timeout "$guest_life_s" ip netns exec "$ns" qemu-system-x86_64 -accel tcg -m 512 -smp 1 \
   -nographic -nodefaults -no-reboot -kernel "$(rxe_boot_image "$kernel" "$out")" -initrd "$out/initrd.cpio" \
-  -append "console=ttyS0 quiet panic=-1 softhca.ip=$guest_ip/24" \
+  -append "console=ttyS0 quiet loglevel=5 panic=-1 softhca.ip=$guest_ip/24" \
   -serial "file:$out/console.log" -serial "pipe:$out/ctl" \
   -netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" -device "virtio-net-pci,netdev=n0,romfile=" \
   >"$out/qemu.log" 2>&1 &
@@ -103,20 +103,38 @@ echo "guest: kernel $kernel, rxe0 up on $guest_ip after $((SECONDS - t0)) s (RoC
 
 # ---- the control channel ----
 next_id=0
+resent=0
+# The serial channel may lose a line (rxe_guest.sh), so each command is sent again when its answer
+# does not come; the guest answers a repeated command the same way, and an answer to another job, or
+# a second answer, is skipped.
 guest_start() {  # guest_start COMMAND...: sets guest_job
   next_id=$((next_id + 1))
   guest_job="j$next_id"
-  echo "start $guest_job $run_timeout_s $*" >&"$ctl_w"
+  local line try
+  for try in 1 2 3; do
+    ((try > 1)) && resent=$((resent + 1))
+    echo "start $guest_job $run_timeout_s $*" >&"$ctl_w"
+    while read -r -t 20 -u "$ctl_r" line; do
+      [[ $line == "started $guest_job" ]] && return 0
+    done
+  done
+  echo "(the guest did not take $guest_job: $*)" >&2
 }
 guest_wait() {  # guest_wait JOB OUTPUT_FILE: exit code in guest_rc
   local job=$1 file=$2 line
   : >"$file"
-  echo "wait $job" >&"$ctl_w"
   guest_rc=124
   # The job ends within run_timeout_s of its start (the guest's `timeout -s KILL`), but a process in
   # the kernel (rxe tearing a QP down) dies only once it leaves it, and TCG on a loaded machine is
-  # slow: allow as much again.
-  while read -r -t $((2 * run_timeout_s + 60)) -u "$ctl_r" line; do
+  # slow: allow as much again. The question is asked again after 30 s without a line.
+  local deadline=$((SECONDS + 2 * run_timeout_s + 60))
+  echo "wait $job" >&"$ctl_w"
+  while ((SECONDS < deadline)); do
+    if ! read -r -t 30 -u "$ctl_r" line; then
+      resent=$((resent + 1))
+      echo "wait $job" >&"$ctl_w"
+      continue
+    fi
     case $line in
       "out $job "*) echo "${line#out "$job" }" >>"$file" ;;
       "out $job") echo >>"$file" ;;
@@ -191,6 +209,7 @@ report() {
     failures=$((failures + 1))
     echo "--- $name: rxe (guest) side"; cat "$out/guest"
     echo "--- $name: softhca (host) side"; cat "$out/host"
+    echo "--- $name: the last packets of softhca's capture"; tshark -r "$out/$name.pcap" 2>&1 | tail -n 16
   fi
 }
 
@@ -337,8 +356,8 @@ wire_check "rxe numbers its packets (IPv4 identification not 0), which softhca a
   '(($(wire_count "$theirs && ip.id != 0") > 0))'
 
 if ((failures > 0)); then
-  echo "--- guest console (last 40 lines; the kernel's warnings and errors)"
-  tail -n 40 "$out/console.log"
+  echo "--- guest console (last 80 lines: the kernel's warnings and errors, the control loop's steps)"
+  tail -n 80 "$out/console.log"
 fi
-echo "$passes passed, $failures failed (softhca with Linux rxe, guest kernel $kernel, $((SECONDS - t0)) s)"
+echo "$passes passed, $failures failed (softhca with Linux rxe, guest kernel $kernel, $((SECONDS - t0)) s; $resent commands sent to the guest again)"
 ((failures == 0))
