@@ -149,7 +149,8 @@ int query_device_ex(ibv_context* ibctx_ptr, const ibv_query_device_ex_input* /*i
   full.hca_core_clock = dev.caps.hca_core_clock_khz;
   full.cq_mod_caps.max_cq_count = dev.caps.max_cq_moderation_count;
   full.cq_mod_caps.max_cq_period = dev.caps.max_cq_moderation_period_us;
-  // Everything else (ODP, TSO, RSS, tag matching, DM, PCI atomics) is not supported: 0.
+  full.max_dm_size = dev.caps.max_dm_size;  // device memory (dm.cc)
+  // Everything else (ODP, TSO, RSS, tag matching, PCI atomics) is not supported: 0.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &full, std::min(attr_size, sizeof(full)));
   return 0;

@@ -77,15 +77,28 @@ struct Pd {
   [[nodiscard]] const ExternalAllocator* buffers() const { return allocator.alloc != nullptr ? &allocator : nullptr; }
 };
 
+// Device memory this process allocated (ibv_alloc_dm): pages of the device's own memory, which
+// the CPU reaches through the BAR (MMIO, counted by the host port) and the device at dma_addr.
+struct Dm {
+  ibv_dm dm;
+  Context* ctx = nullptr;
+  uint32_t dmn = 0;
+  uint64_t length = 0;      // as allocated
+  uint64_t bar_offset = 0;  // of its first byte in the BAR
+  uint64_t dma_addr = 0;    // of its first byte, as the device reaches it
+  std::atomic<uint32_t> users{0};  // MRs registered in it (free_dm is EBUSY while any)
+};
+
 // The pin made at registration, kept apart from ibv_mr (which the application can see and
 // scribble on): dereg_mr unpins exactly what reg_mr pinned, named by the DMA address the kernel
-// gave (two registrations of one range are two pins).
+// gave (two registrations of one range are two pins). An MR in device memory (`dm` set) pins nothing.
 struct Mr {
   ibv_mr mr;
   uint64_t pinned_dma = 0;
   size_t pinned_len = 0;
   unsigned int access = 0;  // as registered (rereg_mr keeps what it does not change)
   uint64_t iova = 0;
+  Dm* dm = nullptr;
 };
 
 struct Ah {
@@ -255,6 +268,7 @@ inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 inline Xrcd* to_xrcd(ibv_xrcd* x) { return reinterpret_cast<Xrcd*>(x); }
+inline Dm* to_dm(ibv_dm* d) { return reinterpret_cast<Dm*>(d); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 inline Qp* to_qp(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
 
@@ -270,7 +284,7 @@ inline constexpr uint32_t log2_exact(uint32_t pow2) {
 }
 
 static_assert(std::is_standard_layout_v<Pd> && std::is_standard_layout_v<Mr> && std::is_standard_layout_v<Ah>);
-static_assert(std::is_standard_layout_v<Td> && std::is_standard_layout_v<Xrcd>);
+static_assert(std::is_standard_layout_v<Td> && std::is_standard_layout_v<Xrcd> && std::is_standard_layout_v<Dm>);
 static_assert(std::is_standard_layout_v<CompChannel>);
 #if !defined(__clang__)
 static_assert(std::is_standard_layout_v<Srq>);  // GCC only: see Qp above

@@ -145,6 +145,7 @@ int rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* new_pd, void* addr, size_t length,
   const bool change_pd = (flags & IBV_REREG_MR_CHANGE_PD) != 0;
   const bool change_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) != 0;
   if (!change_translation && !change_pd && !change_access) return EINVAL;  // the kernel's answer
+  if (mr->dm != nullptr) return EINVAL;  // an MR in device memory is not registered again, as the kernel's
   if (change_pd && (new_pd == nullptr || new_pd->context != ibmr->context)) return EINVAL;
   unsigned int new_access = mr->access;
   if (change_access) {
@@ -195,7 +196,11 @@ int dereg_mr(ibv_mr* ibmr) {
   const DeviceLink& link = to_ctx(ibmr->context)->link;
   if (int err = hwif::exec_cmd(*link.cmd, in); err != 0) return err;
   // After DestroyMkey: the key is revoked, so the device no longer reaches the pages.
-  link.kernel->unpin_user(mr->pinned_dma, mr->pinned_len);
+  if (mr->dm != nullptr) {
+    mr->dm->users.fetch_sub(1, std::memory_order_relaxed);
+  } else {
+    link.kernel->unpin_user(mr->pinned_dma, mr->pinned_len);
+  }
   to_pd(ibmr->pd)->users.fetch_sub(1, std::memory_order_relaxed);
   delete mr;
   return 0;

@@ -122,6 +122,16 @@ int destroy_srq(ibv_srq* srq);
 // Every QP object is an ibv_qp_ex; attr->cap is updated with the actual capabilities.
 // send_ops_flags != 0 asks for the ibv_wr_* interface (see qp_ex below).
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops_flags);
+// ---- device memory (dm.cc; ibv_alloc_dm(3)) ----
+// alloc_dm: EINVAL for a length of 0 or above max_dm_size, comp_mask bits it does not know, or
+// an alignment above the window's; ENOMEM when no run of free pages fits. The ibv_dm's copy
+// functions are MMIO through the BAR: to_dm needs 4-byte aligned offset and length (EINVAL), as
+// mlx5's; both answer EFAULT beyond the allocation. reg_dm_mr needs IBV_ACCESS_ZERO_BASED (the
+// MR's addresses count from its first byte) and a range inside the allocation (EINVAL).
+ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
+int free_dm(ibv_dm* dm);  // EBUSY while MRs are registered in it
+ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access);
+
 // ---- XRC (xrc.cc; ibv_open_xrcd(3), ibv_create_qp_ex(3), ibv_open_qp(3)) ----
 // fd -1: a new domain of this process's own; otherwise the domain of the file fd names, shared
 // with every process of the host that opens it (oflags O_CREAT makes it when there is none:

@@ -55,7 +55,9 @@ Device::Device(const DeviceConfig& config, PrivateRegion owned, DeviceRegion reg
       cqs_(heap_, state_.cqs),
       srqs_(heap_, state_.srqs),
       qps_(heap_, state_.qps, ObjectTable<QueuePair>::Reuse::kAfterFresh),
-      xrcds_(heap_, state_.xrcds) {
+      xrcds_(heap_, state_.xrcds),
+      dms_(heap_, state_.dm.table) {
+  dma_.set_device_memory({heap_.at<uint8_t>(state_.dm.window), state_.dm.bytes});
   dma_.defer_counts(true);  // flushed by end_entry(): every DMA happens inside an entry point
 }
 
@@ -72,7 +74,7 @@ uint64_t Device::private_region_bytes(const DeviceConfig& config) {
 }
 
 Device::ObjectCounts Device::object_counts() const {
-  return ObjectCounts{pds_.live(), mkeys_.live(), eqs_.live(), cqs_.live(), srqs_.live(), qps_.live()};
+  return ObjectCounts{pds_.live(), mkeys_.live(), eqs_.live(), cqs_.live(), srqs_.live(), qps_.live(), dms_.live()};
 }
 
 // ---- BAR register decode ----------------------------------------------------------------------
@@ -88,6 +90,11 @@ void Device::mmio_write(uint64_t bar_offset, const void* data, size_t len) {
       {bfreg_offset(2), kBfRegBytes, &Device::on_bfreg_write},
       {bfreg_offset(3), kBfRegBytes, &Device::on_bfreg_write},
   };
+  if (bar_offset >= kDeviceMemoryBarOffset) {  // stores into device memory: no work, no DMA
+    const std::span<uint8_t> to = dm_window(bar_offset - kDeviceMemoryBarOffset, len);
+    if (!to.empty()) std::memcpy(to.data(), data, len);
+    return;
+  }
   if (bar_offset < kInitSegBytes) return;  // the initialisation segment takes no data-path writes
   const uint64_t page = (bar_offset - kInitSegBytes) / kUarPageBytes;
   const uint64_t in_page = (bar_offset - kInitSegBytes) % kUarPageBytes;
@@ -98,6 +105,13 @@ void Device::mmio_write(uint64_t bar_offset, const void* data, size_t len) {
     (this->*r.handle)(static_cast<uint32_t>(page), in_page - r.offset, bytes, len);
     return end_entry();
   }
+}
+
+void Device::mmio_read(uint64_t bar_offset, void* dst, size_t len) {
+  const std::span<uint8_t> from =
+      bar_offset >= kDeviceMemoryBarOffset ? dm_window(bar_offset - kDeviceMemoryBarOffset, len) : std::span<uint8_t>{};
+  if (from.empty()) return MmioTarget::mmio_read(bar_offset, dst, len);  // nothing readable there
+  std::memcpy(dst, from.data(), len);
 }
 
 void Device::on_bfreg_write(uint32_t, uint64_t, const uint8_t* data, size_t len) {

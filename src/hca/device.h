@@ -19,6 +19,7 @@
 #include "fabric/packet/packet.h"
 #include "fabric/packet/roce.h"
 #include "hca/device_config.h"
+#include "hca/device_memory.h"
 #include "hca/device_state.h"
 #include "hca/device_stats.h"
 #include "hca/mad_agents.h"
@@ -92,19 +93,20 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
     stats_ = &state_.stats[owner % kStatsBanks];
   }
   [[nodiscard]] uint32_t owner() const { return owner_; }
-  // Destroys every object of `owner` — QPs, SRQs, CQs, EQs, memory keys, PDs, in that order —
+  // Destroys every object of `owner` — QPs, SRQs, CQs, EQs, memory keys, device memory, PDs, in that order —
   // without DMA to its memory and without interrupts: its process is gone. Packets that arrive
   // later for its QPs are dropped as for an unknown QPN.
   void reclaim(uint32_t owner);
   // How many objects of each kind exist (all owners).
   struct ObjectCounts {
-    uint32_t pds, mkeys, eqs, cqs, srqs, qps;
+    uint32_t pds, mkeys, eqs, cqs, srqs, qps, dms;
     bool operator==(const ObjectCounts&) const = default;
   };
   [[nodiscard]] ObjectCounts object_counts() const;
 
   // hwif::MmioTarget
   void mmio_write(uint64_t bar_offset, const void* data, size_t len) override;
+  void mmio_read(uint64_t bar_offset, void* dst, size_t len) override;
   // hwif::CommandInterface
   int execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) override;
 
@@ -216,6 +218,16 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   void release_xrcd(uint32_t xrcdn);
   // reclaim(): a dead owner's opens of XRC domains and handles on TGT QPs.
   void reclaim_xrc(uint32_t owner);
+  // ---- device memory (dm_commands.cc) ----
+  int cmd_alloc_dm(const hwif::AllocDmIn&, hwif::AllocDmOut&);
+  int cmd_free_dm(const hwif::FreeDmIn&, hwif::NoOut&);
+  // CreateMkey's checks of a key in device memory (counted in the allocation when 0 is returned),
+  // and what a destroyed key gives back.
+  int attach_dm_key(const hwif::CreateMkeyIn& in);
+  void detach_dm_key(uint32_t dmn);
+  void reclaim_dm(uint32_t owner);
+  // The BAR's device memory window: [offset, + len) of it, or empty when that is outside it.
+  [[nodiscard]] std::span<uint8_t> dm_window(uint64_t offset, size_t len) const;
   // ---- QP1 (management.cc) ----
   int cmd_set_mad_agent(const hwif::SetMadAgentIn&, hwif::SetMadAgentOut&);
   int cmd_bind_service(const hwif::BindServiceIn&, hwif::BindServiceOut&);
@@ -422,6 +434,7 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   ObjectTable<SharedReceiveQueue> srqs_;
   ObjectTable<QueuePair> qps_;
   ObjectTable<XrcDomain> xrcds_;
+  ObjectTable<DeviceMemory> dms_;
   // The earliest wake-up asked of the clock and not yet delivered: a new deadline asks again only
   // when it is earlier, so arming a timer per message costs a comparison, not a call.
   Picoseconds wakeup_requested_ = Picoseconds::max();

@@ -90,6 +90,8 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kOpenXrcd: return run_command(*this, &Device::cmd_open_xrcd, in, in_len, out, out_len);
     case CmdOpcode::kCloseXrcd: return run_command(*this, &Device::cmd_close_xrcd, in, in_len, out, out_len);
     case CmdOpcode::kOpenQp: return run_command(*this, &Device::cmd_open_qp, in, in_len, out, out_len);
+    case CmdOpcode::kAllocDm: return run_command(*this, &Device::cmd_alloc_dm, in, in_len, out, out_len);
+    case CmdOpcode::kFreeDm: return run_command(*this, &Device::cmd_free_dm, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
@@ -128,19 +130,29 @@ int Device::cmd_create_mkey(const CreateMkeyIn& in, CreateMkeyOut& out) {
   // Remote write or atomic access requires local write (IBA 10.6.3.1 / C10-88).
   if ((in.access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(in.access & kAccessLocalWrite))
     return EINVAL;
+  if (in.dmn != 0) {
+    if (int err = attach_dm_key(in); err != 0) return err;
+  }
   const uint32_t key = mkeys_.create(in, owner_);
-  if (key == 0) return ENOMEM;
+  if (key == 0) {
+    if (in.dmn != 0) detach_dm_key(in.dmn);
+    return ENOMEM;
+  }
   out.lkey = out.rkey = key;
   return 0;
 }
 
 int Device::cmd_destroy_mkey(const DestroyMkeyIn& in, NoOut&) {
+  const Mkey* m = mkeys_.find(in.lkey);
+  if (m == nullptr) return EINVAL;
+  if (m->dmn != 0) detach_dm_key(m->dmn);
   return mkeys_.destroy(in.lkey) ? 0 : EINVAL;
 }
 
 int Device::cmd_modify_mkey(const ModifyMkeyIn& in, NoOut&) {
   Mkey* m = mkeys_.find_owned(in.lkey, owner_);
   if (m == nullptr) return EINVAL;
+  if (m->dmn != 0) return EINVAL;  // a key in device memory is not registered again (as the kernel's rereg)
   const uint32_t pdn = (in.what & kMkeyPd) != 0 ? in.pdn : m->pdn;
   const uint32_t access = (in.what & kMkeyAccess) != 0 ? in.access : m->access;
   if (pds_.find(pdn) == nullptr) return EINVAL;
@@ -593,6 +605,7 @@ void Device::reclaim(uint32_t owner) {
   cqs_.for_each_of(owner, [&](uint32_t cqn) { destroy_cq(cqn); });
   eqs_.for_each_of(owner, [&](uint32_t eqn) { eqs_.erase(eqn); });
   mkeys_.destroy_owned(owner);
+  reclaim_dm(owner);
   pds_.for_each_of(owner, [&](uint32_t pdn) { pds_.erase(pdn); });
   // Its opens of XRC domains: a domain goes with its last open once nothing is in it.
   xrcds_.for_each([&](uint32_t n, XrcDomain& d) {

@@ -39,6 +39,7 @@ DeviceConfig default_device_config(uint32_t index, uint32_t fabric_id) {
   d.page_size_cap = 4096;
   d.hca_core_clock_khz = kCoreClockKhz;
   d.timestamp_mask = kTimestampMask;
+  d.max_dm_size = 128 * 1024;  // ConnectX-5's MEMIC reports 128 KiB (ibv_devinfo -v max_dm_size)
   d.max_cq_moderation_count = kMaxCqModerationCount;
   d.max_cq_moderation_period_us = kMaxCqModerationPeriodUs;
   d.vendor_id = kVendorId;

@@ -17,7 +17,8 @@ constexpr uint64_t kSlotAlign = 64;  // slot arrays start on a cache line
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
 struct Layout {
-  uint64_t pds, mkeys, eqs, cqs, srqs, qps, xrcds;  // slot array offsets
+  uint64_t pds, mkeys, eqs, cqs, srqs, qps, xrcds, dms;  // slot array offsets
+  uint64_t dm_window;  // the device memory window (page aligned)
   uint64_t end;
 };
 
@@ -36,7 +37,12 @@ Layout layout_of(const DeviceConfig& config) {
   place(l.srqs, c.max_srq);
   place(l.qps, c.max_qp);
   place(l.xrcds, kMaxXrcds);
-  l.end = at;
+  place(l.dms, kMaxDmPages);
+  if (c.max_dm_size % hwif::kDmPageBytes != 0 || c.max_dm_size > kMaxDmPages * hwif::kDmPageBytes)
+    throw std::invalid_argument("hca::Device: max_dm_size must be whole pages, 256 KiB at most");
+  l.dm_window = align_up(at, hwif::kDmPageBytes);
+  at = l.dm_window + c.max_dm_size;
+  l.end = align_up(at, kSlotAlign);
   return l;
 }
 
@@ -63,6 +69,9 @@ void format(DeviceState& s, const DeviceRegion& region, const DeviceConfig& conf
   ObjectTable<SharedReceiveQueue>::format(s.srqs, kFirstNumber, c.max_srq, l.srqs);
   ObjectTable<QueuePair>::format(s.qps, first_qpn(config), c.max_qp, l.qps);
   ObjectTable<XrcDomain>::format(s.xrcds, kFirstNumber, kMaxXrcds, l.xrcds);
+  ObjectTable<DeviceMemory>::format(s.dm.table, kFirstNumber, kMaxDmPages, l.dms);
+  s.dm.window = l.dm_window;
+  s.dm.bytes = c.max_dm_size;
   RegionHeap::format(s.heap, l.end, region.size);
   s.version = DeviceState::kVersion;
   s.magic = DeviceState::kMagic;  // last: a region with the magic is whole
@@ -73,7 +82,7 @@ bool matches(const DeviceState& s, const DeviceRegion& region, const DeviceConfi
   return s.magic == DeviceState::kMagic && s.version == DeviceState::kVersion && s.region_bytes == region.size &&
          s.pds.capacity == c.max_pd && s.mkeys.table.capacity == c.max_mr && s.cqs.capacity == c.max_cq &&
          s.srqs.capacity == c.max_srq && s.qps.capacity == c.max_qp && s.eqs.capacity == kMaxEqs &&
-         s.xrcds.capacity == kMaxXrcds;
+         s.xrcds.capacity == kMaxXrcds && s.dm.bytes == c.max_dm_size;
 }
 
 // "InfiniBand" or "Ethernet (RoCEv2 from a.b.c.d, UDP port p)".

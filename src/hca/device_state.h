@@ -1,6 +1,7 @@
 // The device's state as it lies in its region (docs/live-mode.md, "Hosts, fabrics, devices"): a
 // header with the counters, the object tables' bookkeeping and the heap's, then the tables' slot
-// arrays, then the heap that holds the objects and the per-QP arrays. Offsets only, so any process
+// arrays, then the device memory window (device_memory.h), then the heap that holds the objects and
+// the per-QP arrays. Offsets only, so any process
 // may map the region at any address.
 //
 // Table capacities follow DeviceConfig caps: PDs max_pd, memory keys max_mr, CQs max_cq, SRQs
@@ -14,6 +15,7 @@
 #include <cstdint>
 
 #include "hca/device_config.h"
+#include "hca/device_memory.h"
 #include "hca/device_stats.h"
 #include "hca/mad_agents.h"
 #include "hca/mcast_groups.h"
@@ -46,8 +48,9 @@ struct DeviceState {
   // tracked for their DREQ, multicast groups (McastState); 10: async events (EQ consumer index and
   // held events, objects' async EQs, the port_down byte, the port_down drop counter); 11: CQ
   // timestamps and moderation; 12: XRC domains, XRC SRQs and TGT QPs; 13: a CQ's pi at its last
-  // completion event (CompletionQueue::event_pi)
-  static constexpr uint32_t kVersion = 13;
+  // completion event (CompletionQueue::event_pi); 14: device memory (DeviceMemoryState, a memory
+  // key's dmn)
+  static constexpr uint32_t kVersion = 14;
 
   uint64_t magic = 0;
   uint32_t version = 0;
@@ -70,6 +73,7 @@ struct DeviceState {
   MadState mad{};
   McastState mcast{};
   TableState xrcds{};
+  DeviceMemoryState dm{};
 
   [[nodiscard]] DeviceStats total_stats() const {
     DeviceStats sum;

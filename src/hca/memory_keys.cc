@@ -70,6 +70,7 @@ uint32_t MemoryKeys::create(const hwif::CreateMkeyIn& in, uint32_t owner) {
   m->host_addr = in.host_addr;
   m->iova = in.iova;
   m->length = in.length;
+  m->dmn = in.dmn;
   // Consecutive keys get consecutive variants of the permutation, so a slot used again within 255
   // keys never gets the key it had: a deregistered key stays invalid.
   const uint8_t variant = st_.variants[st_.next_variant];

@@ -21,6 +21,7 @@ struct Mkey {
   uint64_t iova = 0;
   uint64_t length = 0;
   uint32_t key = 0;
+  uint32_t dmn = 0;  // the device memory it lies in (hwif::CreateMkeyIn::dmn); 0: host memory
 
   // Whether [addr, addr + len) lies inside the region (no overflow).
   [[nodiscard]] bool covers(uint64_t addr, uint64_t len) const {

@@ -28,6 +28,7 @@ struct DeviceCaps {
   // it keeps (ibv_device_attr_ex hca_core_clock and completion_timestamp_mask; 0: no clock).
   uint64_t hca_core_clock_khz = 0;
   uint64_t timestamp_mask = 0;
+  uint64_t max_dm_size = 0;      // bytes of device memory (ibv_alloc_dm); 0: none
   uint32_t vendor_id = 0;
   uint32_t vendor_part_id = 0;
   uint32_t hw_ver = 0;

@@ -43,6 +43,8 @@ enum class CmdOpcode : uint16_t {
   kOpenXrcd,
   kCloseXrcd,
   kOpenQp,
+  kAllocDm,
+  kFreeDm,
 };
 
 struct NoOut {};
@@ -71,6 +73,10 @@ struct CreateMkeyIn {
   uint64_t host_addr = 0;  // where the region starts in host (DMA) address space
   uint64_t iova = 0;       // the address the keys are used with
   uint64_t length = 0;
+  // Device memory the range lies in (ibv_reg_dm_mr): host_addr is then its device address
+  // (AllocDmOut::dma_addr + offset), and [host_addr, + length) must lie inside it (EINVAL).
+  // 0: host memory.
+  uint32_t dmn = 0;
 };
 struct CreateMkeyOut { uint32_t lkey = 0; uint32_t rkey = 0; };
 struct DestroyMkeyIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDestroyMkey; uint32_t lkey = 0; };
@@ -186,6 +192,27 @@ struct OpenXrcdOut { uint32_t xrcdn = 0; };
 // Drops one open of the caller's. EINVAL when the caller holds none; EBUSY when it is the last
 // open of all and XRC SRQs or TGT QPs are still in the domain (nothing changes then).
 struct CloseXrcdIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kCloseXrcd; uint32_t xrcdn = 0; };
+
+// Device memory (ibv_alloc_dm(3)): max_dm_size bytes of the device's own memory, handed out in
+// whole pages (as mlx5's MEMIC), shared by the processes of a host. The CPU reaches an allocation
+// through the BAR at kDeviceMemoryBarOffset + bar_offset (uar.h); the device at dma_addr
+// (pcie::kDeviceMemoryDma and up), which never crosses PCIe. Zeroed when allocated. EINVAL for a
+// length of 0 or above max_dm_size, or an alignment above kDmMaxLogAlign; ENOMEM when no run of
+// free pages fits. An allocation goes with its process.
+inline constexpr uint64_t kDmPageBytes = 4096;
+inline constexpr uint32_t kDmMaxLogAlign = 17;  // a whole 128 KiB window
+struct AllocDmIn {
+  static constexpr CmdOpcode kOpcode = CmdOpcode::kAllocDm;
+  uint64_t length = 0;
+  uint32_t log_align = 0;  // the start's alignment, log2 bytes (a page at least)
+};
+struct AllocDmOut {
+  uint32_t dmn = 0;
+  uint64_t bar_offset = 0;  // from the start of the device memory window
+  uint64_t dma_addr = 0;
+};
+// EINVAL for an allocation of another process or none; EBUSY while memory keys lie in it.
+struct FreeDmIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kFreeDm; uint32_t dmn = 0; };
 
 struct CreateSrqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateSrq;

@@ -1,9 +1,10 @@
-// The two ways a driver reaches its device: posted writes into the BAR (doorbells, BlueFlame,
-// CQ arming) and the command interface (create/modify/destroy). The driver holds only these
+// The two ways a driver reaches its device: the BAR (posted writes of doorbells, BlueFlame and CQ
+// arming; writes and reads of device memory) and the command interface (create/modify/destroy). The driver holds only these
 // interfaces; the device model implements them. Neither side includes the other.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "hwif/cmd.h"
 
@@ -15,6 +16,12 @@ class MmioTarget {
   // A posted write of len bytes at byte offset bar_offset of BAR 0. Returns when the device has
   // accepted the write (in live mode: when the work it triggers has been done).
   virtual void mmio_write(uint64_t bar_offset, const void* data, size_t len) = 0;
+  // A read of len bytes at bar_offset (device memory is the only readable part of the BAR). By
+  // default nothing answers: all ones, as a read that completes with Unsupported Request gives.
+  virtual void mmio_read(uint64_t bar_offset, void* dst, size_t len) {
+    (void)bar_offset;
+    std::memset(dst, 0xff, len);
+  }
 };
 
 class CommandInterface {

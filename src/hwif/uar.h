@@ -1,5 +1,5 @@
 // The device BAR as the driver sees it: page 0 is the initialization segment, pages 1..N are UAR
-// pages, each with a CQ doorbell, an EQ doorbell and four bfregs (send doorbell + two alternating BlueFlame buffers).
+// pages (then, at 1 GiB, the device memory window), each with a CQ doorbell, an EQ doorbell and four bfregs (send doorbell + two alternating BlueFlame buffers).
 // Geometry follows mlx5 (../shared/reference/verbs-abi.md §6.1 "UAR / BlueFlame geometry").
 #pragma once
 #include <cstdint>
@@ -20,6 +20,9 @@ inline constexpr uint64_t kDoorbellBytes = 8;         // mmio_write64_be
 inline constexpr uint64_t kWriteCombineBytes = 64;    // BlueFlame copies 64-byte chunks (K2)
 
 inline constexpr uint64_t uar_page_offset(uint32_t uar_index) { return kInitSegBytes + uar_index * kUarPageBytes; }
+// Device memory (ibv_alloc_dm) is a window of the BAR after every UAR page, as mlx5's MEMIC is
+// (memic_bar_start_addr): an allocation's bytes are at kDeviceMemoryBarOffset + its offset.
+inline constexpr uint64_t kDeviceMemoryBarOffset = uint64_t{1} << 30;
 // bfreg k of a UAR page; bfreg 0 carries doorbells only (no BlueFlame, no alternation).
 inline constexpr uint64_t bfreg_offset(uint32_t bfreg) { return kBfOffset + bfreg * kBfRegBytes; }
 

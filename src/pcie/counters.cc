@@ -4,17 +4,13 @@
 
 namespace softhca::pcie {
 
-namespace {
-bool is_cpu_cause(TlpCause c) {
-  return c == TlpCause::kDoorbell || c == TlpCause::kBlueFlame || c == TlpCause::kCqArm || c == TlpCause::kEqDoorbell;
-}
-}  // namespace
-
 Direction direction_of(TlpType t, TlpCause c) {
+  // Requests go from whoever issues them; a completion goes back the other way.
+  const Direction request = is_cpu_cause(c) ? Direction::kDownstream : Direction::kUpstream;
   switch (t) {
-    case TlpType::kMRd: return Direction::kUpstream;
-    case TlpType::kCplD: return Direction::kDownstream;
-    case TlpType::kMWr: return is_cpu_cause(c) ? Direction::kDownstream : Direction::kUpstream;
+    case TlpType::kMRd:
+    case TlpType::kMWr: return request;
+    case TlpType::kCplD: return request == Direction::kDownstream ? Direction::kUpstream : Direction::kDownstream;
   }
   return Direction::kUpstream;
 }
@@ -28,6 +24,12 @@ CounterCell CounterSnapshot::by_cause(TlpCause c) const {
 CounterCell CounterSnapshot::by_type(TlpType t) const {
   CounterCell sum;
   for (int c = 0; c < kTlpCauseCount; ++c) sum += at(t, static_cast<TlpCause>(c));
+  return sum;
+}
+
+CounterCell CounterSnapshot::total() const {
+  CounterCell sum;
+  for (int t = 0; t < kTlpTypeCount; ++t) sum += by_type(static_cast<TlpType>(t));
   return sum;
 }
 

@@ -31,6 +31,8 @@ class CounterSnapshot {
   [[nodiscard]] uint64_t tlps(TlpType t, TlpCause c) const { return at(t, c).tlps; }
   [[nodiscard]] CounterCell by_cause(TlpCause c) const;
   [[nodiscard]] CounterCell by_type(TlpType t) const;
+  // Every type and cause together.
+  [[nodiscard]] CounterCell total() const;
   // Wire bytes in one direction (MWr by cause: CPU causes are downstream, device causes upstream).
   [[nodiscard]] uint64_t wire_bytes(Direction d) const;
   [[nodiscard]] std::string to_json() const;

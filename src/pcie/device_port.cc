@@ -20,10 +20,10 @@ HostBridge& identity_bridge() {
 
 // Calls f(piece) for each piece of host memory the bridge resolves [addr, addr + len) to; false at
 // the first address it cannot resolve.
-template <class F>
-bool for_each_mapped(HostBridge& bridge, uint64_t addr, size_t len, F&& f) {
+template <class Map, class F>
+bool for_each_mapped(Map&& map, uint64_t addr, size_t len, F&& f) {
   while (len > 0) {
-    const std::span<uint8_t> piece = bridge.map(addr, len);
+    const std::span<uint8_t> piece = map(addr, len);
     if (piece.empty()) return false;
     const size_t n = piece.size() < len ? piece.size() : len;
     f(piece.first(n));
@@ -83,7 +83,7 @@ void DevicePort::flush_counts() {
 }
 
 uint8_t* DevicePort::map_word(uint64_t host_addr, size_t len) {
-  const std::span<uint8_t> m = bridge_.map(host_addr, len);
+  const std::span<uint8_t> m = map(host_addr, len);
   return m.size() >= len ? m.data() : nullptr;  // a word is never split between mappings
 }
 
@@ -91,7 +91,7 @@ bool DevicePort::dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause ca
   if (len == 0) return true;
   count_read(host_addr, len, cause);
   auto* d = static_cast<uint8_t*>(dst);
-  return for_each_mapped(bridge_, host_addr, len, [&](std::span<uint8_t> piece) {
+  return for_each_mapped([this](uint64_t a, size_t n) { return map(a, n); }, host_addr, len, [&](std::span<uint8_t> piece) {
     std::memcpy(d, piece.data(), piece.size());
     d += piece.size();
   });
@@ -99,7 +99,7 @@ bool DevicePort::dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause ca
 
 std::span<const uint8_t> DevicePort::dma_read_in_place(uint64_t host_addr, size_t len, TlpCause cause) {
   if (len == 0) return {};
-  const std::span<uint8_t> m = bridge_.map(host_addr, len);
+  const std::span<uint8_t> m = map(host_addr, len);
   if (m.size() < len) return {};
   count_read(host_addr, len, cause);
   return m.first(len);
@@ -109,7 +109,7 @@ bool DevicePort::dma_write(uint64_t host_addr, const void* src, size_t len, TlpC
   if (len == 0) return true;
   count_write(host_addr, len, cause);
   const auto* s = static_cast<const uint8_t*>(src);
-  return for_each_mapped(bridge_, host_addr, len, [&](std::span<uint8_t> piece) {
+  return for_each_mapped([this](uint64_t a, size_t n) { return map(a, n); }, host_addr, len, [&](std::span<uint8_t> piece) {
     // In address order, the last byte last (place_bytes); the source may be host memory too
     // (dma_read_in_place), even the same buffer.
     place_bytes(piece.data(), s, piece.size());
@@ -122,7 +122,7 @@ bool DevicePort::dma_write_publish(uint64_t host_addr, const void* src, size_t l
   count_write(host_addr, len, cause);
   const auto* s = static_cast<const uint8_t*>(src);
   size_t done = 0;
-  return for_each_mapped(bridge_, host_addr, len, [&](std::span<uint8_t> piece) {
+  return for_each_mapped([this](uint64_t a, size_t n) { return map(a, n); }, host_addr, len, [&](std::span<uint8_t> piece) {
     const bool has_last = done + piece.size() == len;
     const size_t body = has_last ? piece.size() - 1 : piece.size();
     std::memcpy(piece.data(), s + done, body);

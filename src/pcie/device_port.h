@@ -1,10 +1,13 @@
 // The device side of the PCIe link: DMA reads and writes of host memory, atomics on host memory,
 // and MSI-X interrupts. Each call reports its TLPs to the sink and moves the real bytes through the
-// host bridge, which resolves DMA addresses to memory mapped in this process. A DMA address the
+// host bridge, which resolves DMA addresses to memory mapped in this process. Addresses of the
+// device's own memory (kDeviceMemoryDma and up, set_device_memory()) never cross the link: they are
+// served from that memory, and no TLP is counted for them. A DMA address the
 // bridge cannot resolve is a fault: the call returns false having touched nothing at the faulting
 // piece (pieces before it may have been written, as with a real completion error mid-transfer).
 // TLPs are counted for what the device issued, fault or not.
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +35,10 @@ class DevicePort {
   // A device inside one process: DMA addresses are pointers (IdentityBridge).
   DevicePort(TlpSink& sink, const PcieConfig& config);
 
+  // The device's own memory, reached at DMA addresses [kDeviceMemoryDma, + memory.size()).
+  void set_device_memory(std::span<uint8_t> memory) { local_ = memory; }
+  [[nodiscard]] bool is_device_memory(uint64_t addr) const { return addr - kDeviceMemoryDma < local_.size(); }
+
   // false: a DMA fault. (Not [[nodiscard]]: benches and TLP-count tests move bytes they own.)
   bool dma_read(uint64_t host_addr, void* dst, size_t len, TlpCause cause);
   bool dma_write(uint64_t host_addr, const void* src, size_t len, TlpCause cause);
@@ -58,13 +65,15 @@ class DevicePort {
   // For a transfer whose bytes move by one copy between two mapped ranges (a looped-back message,
   // hca/transport/express.cc): as much of [host_addr, +len), from its start, as one mapping holds
   // (empty: none), counting nothing; and the TLPs of each DMA the device stands for, counted apart.
-  [[nodiscard]] std::span<uint8_t> map_prefix(uint64_t host_addr, size_t len) { return bridge_.map(host_addr, len); }
+  [[nodiscard]] std::span<uint8_t> map_prefix(uint64_t host_addr, size_t len) { return map(host_addr, len); }
   void count_read(uint64_t host_addr, size_t len, TlpCause cause) {
+    if (is_device_memory(host_addr)) return;
     if (!defer_ || !reads_cut_whole_) return count_read_now(host_addr, len, cause);
     hold(mrd_run(cause, mrrs_.chunks(host_addr, len)));
     hold(cpld_run(cause, completion_.chunks(host_addr, len), len));
   }
   void count_write(uint64_t host_addr, size_t len, TlpCause cause) {
+    if (is_device_memory(host_addr)) return;
     if (!defer_) return count_write_now(host_addr, len, cause);
     hold(mwr_run(cause, mps_.chunks(host_addr, len), len));
   }
@@ -93,10 +102,12 @@ class DevicePort {
   class DmaBatch {
    public:
     void add_write(uint64_t host_addr, size_t len) {
+      if (host_addr - kDeviceMemoryDma < local_bytes_) return;  // device memory: no TLP
       mwr_ += mps_.chunks(host_addr, len);
       written_ += len;
     }
     void add_read(uint64_t host_addr, size_t len) {
+      if (host_addr - kDeviceMemoryDma < local_bytes_) return;
       mrd_ += mrrs_.chunks(host_addr, len);
       cpld_ += completion_.chunks(host_addr, len);
       read_ += len;
@@ -104,13 +115,15 @@ class DevicePort {
 
    private:
     friend class DevicePort;
-    DmaBatch(TlpCut mps, TlpCut mrrs, TlpCut completion) : mps_(mps), mrrs_(mrrs), completion_(completion) {}
+    DmaBatch(TlpCut mps, TlpCut mrrs, TlpCut completion, uint64_t local_bytes)
+        : mps_(mps), mrrs_(mrrs), completion_(completion), local_bytes_(local_bytes) {}
     TlpCut mps_, mrrs_, completion_;
+    uint64_t local_bytes_;  // the device memory's size (its DMAs count nothing)
     uint64_t mwr_ = 0, written_ = 0;          // writes: TLPs, payload bytes
     uint64_t mrd_ = 0, cpld_ = 0, read_ = 0;  // reads: requests, completions, payload bytes
   };
   [[nodiscard]] bool batches_counts() const { return defer_ && reads_cut_whole_; }
-  [[nodiscard]] DmaBatch batch() const { return DmaBatch(mps_, mrrs_, completion_); }
+  [[nodiscard]] DmaBatch batch() const { return DmaBatch(mps_, mrrs_, completion_, local_.size()); }
   void hold_batch(const DmaBatch& b, TlpCause read_cause, TlpCause write_cause) {
     if (b.mwr_ != 0) hold(mwr_run(write_cause, b.mwr_, b.written_));
     if (b.mrd_ == 0) return;
@@ -157,10 +170,17 @@ class DevicePort {
   }
   // The host memory of an aligned 4- or 8-byte word, or nullptr on a fault.
   uint8_t* map_word(uint64_t host_addr, size_t len);
+  // What the host bridge maps at host_addr, or the device memory there (all of the rest of it).
+  [[nodiscard]] std::span<uint8_t> map(uint64_t host_addr, size_t len) {
+    if (!is_device_memory(host_addr)) return bridge_.map(host_addr, len);
+    const uint64_t off = host_addr - kDeviceMemoryDma;
+    return local_.subspan(off, std::min<uint64_t>(len, local_.size() - off));
+  }
 
   TlpSink& sink_;
   const PcieConfig& config_;
   HostBridge& bridge_;
+  std::span<uint8_t> local_;  // the device's own memory (empty: none)
   TlpCut mps_, mrrs_, completion_;
   bool defer_ = false;
   bool reads_cut_whole_ = false;  // reads_cut_whole(config_), as defer_counts() found

@@ -17,6 +17,11 @@ inline constexpr uint64_t kDmaAddressMask = (uint64_t{1} << kDmaSlotShift) - 1;
 }
 [[nodiscard]] constexpr uint32_t dma_slot(uint64_t dma) { return static_cast<uint32_t>(dma >> kDmaSlotShift); }
 [[nodiscard]] constexpr uint64_t dma_va(uint64_t dma) { return dma & kDmaAddressMask; }
+// The device's own memory (ibv_alloc_dm) has addresses of its own: the last slot, which no process
+// gets and no pointer of a process reaches (user space lies below 2^47). The device port serves
+// them from that memory with no TLP; the host bridge never sees them.
+inline constexpr uint32_t kDeviceMemorySlot = (uint32_t{1} << (64 - kDmaSlotShift)) - 1;
+inline constexpr uint64_t kDeviceMemoryDma = dma_address(kDeviceMemorySlot, 0);
 
 class HostBridge {
  public:

@@ -30,6 +30,8 @@ std::string_view to_string(TlpCause c) {
     case TlpCause::kEqeWrite: return "eqe_write";
     case TlpCause::kInterrupt: return "interrupt";
     case TlpCause::kEqDoorbell: return "eq_doorbell";
+    case TlpCause::kDmWrite: return "dm_write";
+    case TlpCause::kDmRead: return "dm_read";
   }
   return "?";
 }

@@ -10,8 +10,9 @@ namespace softhca::pcie {
 enum class TlpType : uint8_t { kMWr, kMRd, kCplD };
 inline constexpr int kTlpTypeCount = 3;
 
-// Downstream: root complex -> device (CPU MMIO writes, completions of device reads).
-// Upstream: device -> root complex (DMA writes, DMA read requests, interrupts).
+// Downstream: root complex -> device (CPU MMIO writes and reads, completions of device reads).
+// Upstream: device -> root complex (DMA writes, DMA read requests, interrupts, completions of CPU
+// reads).
 enum class Direction : uint8_t { kDownstream, kUpstream };
 inline constexpr int kDirectionCount = 2;
 
@@ -29,8 +30,17 @@ enum class TlpCause : uint8_t {
   kEqeWrite,      // event queue entry
   kInterrupt,     // MSI-X message
   kEqDoorbell,    // EQ consumer index doorbell (CPU); appended: causes are never renumbered
+  kDmWrite,       // CPU stores into device memory through the BAR (ibv_memcpy_to_dm)
+  kDmRead,        // CPU loads from device memory through the BAR (ibv_memcpy_from_dm): MRd down, CplD up
 };
-inline constexpr int kTlpCauseCount = 13;
+inline constexpr int kTlpCauseCount = 15;
+
+// Causes whose TLPs the CPU issues (MMIO into the BAR): their MWr and MRd travel downstream, the
+// completions of their reads upstream; the device's own DMA goes the other way.
+[[nodiscard]] constexpr bool is_cpu_cause(TlpCause c) {
+  return c == TlpCause::kDoorbell || c == TlpCause::kBlueFlame || c == TlpCause::kCqArm ||
+         c == TlpCause::kEqDoorbell || c == TlpCause::kDmWrite || c == TlpCause::kDmRead;
+}
 
 std::string_view to_string(TlpType t);
 std::string_view to_string(Direction d);

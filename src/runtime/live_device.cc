@@ -69,6 +69,11 @@ void LiveDevice::mmio_write(uint64_t bar_offset, const void* data, size_t len) {
   carrier_.drain();
 }
 
+void LiveDevice::mmio_read(uint64_t bar_offset, void* dst, size_t len) {
+  std::lock_guard<std::mutex> g(lock_);
+  device_.mmio_read(bar_offset, dst, len);
+}
+
 int LiveDevice::execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {
   std::lock_guard<std::mutex> g(lock_);
   const int err = device_.execute(op, in, in_len, out, out_len);

@@ -60,6 +60,7 @@ class LiveDevice final : public DeviceSlot,
   void transmit(std::span<const uint8_t> packet) override;
   void deliver(std::span<const uint8_t> packet) override;
   void mmio_write(uint64_t bar_offset, const void* data, size_t len) override;
+  void mmio_read(uint64_t bar_offset, void* dst, size_t len) override;
   int execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) override;
 
   std::string name_;

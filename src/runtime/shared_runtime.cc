@@ -165,6 +165,7 @@ class SharedRuntime::Impl final : public DeviceSlot,
   void transmit(std::span<const uint8_t> packet) override;
   void deliver(std::span<const uint8_t> packet) override;
   void mmio_write(uint64_t bar_offset, const void* data, size_t len) override;
+  void mmio_read(uint64_t bar_offset, void* dst, size_t len) override;
   int execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) override;
   // hca::EngineClock: CLOCK_MONOTONIC since the host segment's epoch, the same in every process of
   // the host, so deadlines stored in the shared device mean the same everywhere. (Since the
@@ -523,6 +524,13 @@ void SharedRuntime::Impl::mmio_write(uint64_t bar_offset, const void* data, size
   if (detached_) return;
   device_->mmio_write(bar_offset, data, len);
   drain_wire();
+}
+
+void SharedRuntime::Impl::mmio_read(uint64_t bar_offset, void* dst, size_t len) {
+  if (fork_generation() != fork_generation_) return MmioTarget::mmio_read(bar_offset, dst, len);
+  Entry e(*this);
+  if (detached_) return MmioTarget::mmio_read(bar_offset, dst, len);
+  device_->mmio_read(bar_offset, dst, len);
 }
 
 int SharedRuntime::Impl::execute(hwif::CmdOpcode op, const void* in, size_t in_len, void* out, size_t out_len) {

@@ -35,14 +35,13 @@ std::string_view purpose(pcie::TlpCause c) {
     case pcie::TlpCause::kEqeWrite: return "EQE";
     case pcie::TlpCause::kInterrupt: return "MSI-X";
     case pcie::TlpCause::kEqDoorbell: return "EQ doorbell";
+    case pcie::TlpCause::kDmWrite: return "device memory write";
+    case pcie::TlpCause::kDmRead: return "device memory read";
   }
   return "?";
 }
 
-bool is_cpu_cause(pcie::TlpCause c) {
-  return c == pcie::TlpCause::kDoorbell || c == pcie::TlpCause::kBlueFlame || c == pcie::TlpCause::kCqArm ||
-         c == pcie::TlpCause::kEqDoorbell;
-}
+using pcie::is_cpu_cause;
 
 // The arrow of one TLP of the local (remote == false) or remote device.
 SeqArrow tlp_arrow(const pcie::Tlp& t, bool remote) {
@@ -64,15 +63,15 @@ SeqArrow tlp_arrow(const pcie::Tlp& t, bool remote) {
       }
       a.label = std::string(purpose(t.cause)) + " MWr " + bytes_label(t.payload_bytes);
       break;
-    case pcie::TlpType::kMRd:
-      a.from = hca;
-      a.to = mem;
-      a.style = Style::kDmaRead;
+    case pcie::TlpType::kMRd:  // the CPU's reads of device memory go the other way
+      a.from = is_cpu_cause(t.cause) ? cpu : hca;
+      a.to = is_cpu_cause(t.cause) ? hca : mem;
+      a.style = is_cpu_cause(t.cause) ? Style::kMmio : Style::kDmaRead;
       a.label = std::string(purpose(t.cause)) + " MRd " + bytes_label(t.read_bytes);
       break;
     case pcie::TlpType::kCplD:
-      a.from = mem;
-      a.to = hca;
+      a.from = is_cpu_cause(t.cause) ? hca : mem;
+      a.to = is_cpu_cause(t.cause) ? cpu : hca;
       a.style = Style::kCompletion;
       a.label = "CplD " + bytes_label(t.payload_bytes);
       break;

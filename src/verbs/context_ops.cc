@@ -1,8 +1,8 @@
 // The op table of every context: the verbs_context members the inline wrappers of verbs.h reach
 // through verbs_get_ctx_op (verbs-abi.md §2.1-2.3). softhca provides query_port,
 // query_device_ex, create_qp_ex, create_srq_ex, create_cq_ex, modify_cq, query_rt_values,
-// alloc_td, dealloc_td, alloc_parent_domain and XRC's open_xrcd, close_xrcd, open_qp and
-// get_srq_num; every other op is NULL, which the inline wrappers answer with EOPNOTSUPP (errno for
+// alloc_td, dealloc_td, alloc_parent_domain, XRC's open_xrcd, close_xrcd, open_qp and
+// get_srq_num, and device memory's alloc_dm, free_dm and reg_dm_mr; every other op is NULL, which the inline wrappers answer with EOPNOTSUPP (errno for
 // object-returning verbs, the return value for int verbs). The data-path ops of ibv_context_ops (poll_cq, req_notify_cq, post_send, post_recv,
 // post_srq_recv) are the driver's; of the rest, the two that inline code calls without a NULL
 // check (bind_mw, dealloc_mw) get an EOPNOTSUPP default when the driver leaves them empty.
@@ -181,6 +181,25 @@ ibv_pd* alloc_parent_domain_op(ibv_context* ctx, ibv_parent_domain_init_attr* at
   return driver::alloc_parent_domain(ctx, attr);
 }
 
+// Device memory (ibv_alloc_dm(3)): libibverbs' inline wrappers call these unchecked.
+ibv_dm* alloc_dm_op(ibv_context* ctx, ibv_alloc_dm_attr* attr) {
+  if (ctx == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return driver::alloc_dm(ctx, attr);
+}
+
+int free_dm_op(ibv_dm* dm) { return dm == nullptr ? EINVAL : driver::free_dm(dm); }
+
+ibv_mr* reg_dm_mr_op(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access) {
+  if (pd == nullptr || dm == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return driver::reg_dm_mr(pd, dm, dm_offset, length, access);
+}
+
 // As libibverbs' ibv_cmd_open_xrcd: both FD and OFLAGS are required, unknown bits unsupported.
 ibv_xrcd* open_xrcd_op(ibv_context* ctx, ibv_xrcd_init_attr* attr) {
   if (ctx == nullptr || attr == nullptr) {
@@ -266,6 +285,9 @@ void install_context_ops(verbs_context* vctx) {
   vctx->get_srq_num = get_srq_num_op;
   vctx->open_xrcd = open_xrcd_op;
   vctx->close_xrcd = close_xrcd_op;
+  vctx->alloc_dm = alloc_dm_op;
+  vctx->free_dm = free_dm_op;
+  vctx->reg_dm_mr = reg_dm_mr_op;
   // Not supported: NULL makes the inline wrapper answer EOPNOTSUPP.
   vctx->advise_mr = nullptr;
   vctx->alloc_null_mr = nullptr;
@@ -273,9 +295,6 @@ void install_context_ops(verbs_context* vctx) {
   vctx->attach_counters_point_flow = nullptr;
   vctx->create_counters = nullptr;
   vctx->destroy_counters = nullptr;
-  vctx->reg_dm_mr = nullptr;
-  vctx->alloc_dm = nullptr;
-  vctx->free_dm = nullptr;
   vctx->modify_flow_action_esp = nullptr;
   vctx->destroy_flow_action = nullptr;
   vctx->create_flow_action_esp = nullptr;

@@ -30,14 +30,8 @@ class CqExDevice : public ::testing::Test {
   void SetUp() override {
     r_.loop.wall_offset_ns = kWallAtZeroNs;
     r_.loop.t = Picoseconds(5'000'000);  // 5 us
-    DeviceLink link;
-    link.host_port = &r_.port;
-    link.cmd = &r_.dev;
-    link.blueflame = BlueFlameMode::kOff;
-    link.kernel = &r_.kernel;
-    verbs_context* v = open_context(&r_.device, link, -1);
-    ASSERT_NE(v, nullptr);
-    ctx_ = &v->context;
+    ctx_ = open_rig_context(r_);
+    ASSERT_NE(ctx_, nullptr);
     pd_ = alloc_pd(ctx_);
     ASSERT_NE(pd_, nullptr);
     ch_ = create_comp_channel(ctx_);

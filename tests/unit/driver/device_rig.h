@@ -76,6 +76,18 @@ struct Rig {
   ibv_device device{};
 };
 
+// The driver's context on the rig's device (BlueFlame off, so every doorbell is one MWr); nullptr
+// if it would not open.
+inline ibv_context* open_rig_context(Rig& r) {
+  DeviceLink link;
+  link.host_port = &r.port;
+  link.cmd = &r.dev;
+  link.blueflame = BlueFlameMode::kOff;
+  link.kernel = &r.kernel;
+  verbs_context* v = open_context(&r.device, link, -1);
+  return v == nullptr ? nullptr : &v->context;
+}
+
 inline int to_rts(ibv_qp* qp, uint32_t dest_qpn, uint16_t dlid) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;

@@ -170,7 +170,9 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kOpenXrcd:
     case O::kCloseXrcd:
     case O::kOpenQp:
-      return EOPNOTSUPP;  // XRC is tested against the device model (tests/conformance)
+    case O::kAllocDm:
+    case O::kFreeDm:
+      return EOPNOTSUPP;  // XRC and device memory are tested against the device model (tests/conformance)
   }
   return EOPNOTSUPP;
 }

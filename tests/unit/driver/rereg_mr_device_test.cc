@@ -20,25 +20,14 @@ namespace {
 
 constexpr size_t kRange = 4096;
 
-uint64_t total_tlps(const pcie::CounterSnapshot& s) {
-  uint64_t n = 0;
-  for (size_t c = 0; c < pcie::kTlpCauseCount; ++c) n += s.by_cause(static_cast<pcie::TlpCause>(c)).tlps;
-  return n;
-}
 
 // One RC QP connected to itself; src_ registered for local reads, the MR under test over range X
 // of buf_ (then Y) for remote writes.
 class ReregMrDevice : public ::testing::Test {
  protected:
   void SetUp() override {
-    DeviceLink link;
-    link.host_port = &r_.port;
-    link.cmd = &r_.dev;
-    link.blueflame = BlueFlameMode::kOff;
-    link.kernel = &r_.kernel;
-    verbs_context* v = open_context(&r_.device, link, -1);
-    ASSERT_NE(v, nullptr);
-    ctx_ = &v->context;
+    ctx_ = open_rig_context(r_);
+    ASSERT_NE(ctx_, nullptr);
     pd_ = alloc_pd(ctx_);
     ASSERT_NE(pd_, nullptr);
     cq_ = create_cq(ctx_, 15, nullptr, 0);
@@ -103,7 +92,7 @@ TEST_F(ReregMrDevice, TheSameRkeyWritesIntoTheNewTranslation) {
   const pcie::CounterSnapshot tlps_before = r_.counters.snapshot();
   ASSERT_EQ(rereg_mr(mr_, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, y(), kRange, 0), 0);
   // Expect: no TLP (a command and the host kernel), one new pin, the old one given back, same keys.
-  EXPECT_EQ(total_tlps(r_.counters.snapshot() - tlps_before), 0u);
+  EXPECT_EQ((r_.counters.snapshot() - tlps_before).total().tlps, 0u);
   EXPECT_EQ(r_.kernel.calls.pin - before.pin, 1);
   EXPECT_EQ(r_.kernel.calls.unpin - before.unpin, 1);
   EXPECT_EQ(r_.kernel.pins_held(), 2u);  // src_mr_ and mr_'s new range

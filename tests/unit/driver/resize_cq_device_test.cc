@@ -18,11 +18,6 @@
 namespace softhca::driver::testing {
 namespace {
 
-uint64_t total_tlps(const pcie::CounterSnapshot& s) {
-  uint64_t n = 0;
-  for (size_t c = 0; c < pcie::kTlpCauseCount; ++c) n += s.by_cause(static_cast<pcie::TlpCause>(c)).tlps;
-  return n;
-}
 
 constexpr uint32_t kSendWrs = 64;  // room for every WRITE a test leaves unpolled
 
@@ -31,14 +26,8 @@ constexpr uint32_t kSendWrs = 64;  // room for every WRITE a test leaves unpolle
 class ResizeCqDevice : public ::testing::Test {
  protected:
   void SetUp() override {
-    DeviceLink link;
-    link.host_port = &r_.port;
-    link.cmd = &r_.dev;
-    link.blueflame = BlueFlameMode::kOff;
-    link.kernel = &r_.kernel;
-    verbs_context* v = open_context(&r_.device, link, -1);
-    ASSERT_NE(v, nullptr);
-    ctx_ = &v->context;
+    ctx_ = open_rig_context(r_);
+    ASSERT_NE(ctx_, nullptr);
     pd_ = alloc_pd(ctx_);
     ASSERT_NE(pd_, nullptr);
     ch_ = create_comp_channel(ctx_);
@@ -120,7 +109,7 @@ TEST_F(ResizeCqDevice, PendingCompletionsComeFirstAndTheDevicesLaterCqesLandInTh
   const pcie::CounterSnapshot before = r_.counters.snapshot();
   ASSERT_EQ(resize_cq(cq_, 100), 0);
   // Expect: the resize costs no TLP (commands are not PCIe traffic, the copy is host memory).
-  EXPECT_EQ(total_tlps(r_.counters.snapshot() - before), 0u);
+  EXPECT_EQ((r_.counters.snapshot() - before).total().tlps, 0u);
   EXPECT_EQ(cq_->cqe, 127);
   // 20 more: more than the old ring had room for, so only the new ring can hold them all.
   const pcie::CounterSnapshot mid = r_.counters.snapshot();

@@ -24,11 +24,6 @@ hwif::Cqe64 send_cqe(ibv_qp* qp, uint16_t wqe_counter) {
   return c;
 }
 
-uint64_t total_tlps(const pcie::CounterSnapshot& s) {
-  uint64_t n = 0;
-  for (size_t c = 0; c < pcie::kTlpCauseCount; ++c) n += s.by_cause(static_cast<pcie::TlpCause>(c)).tlps;
-  return n;
-}
 
 size_t resize_commands(const FakeDevice& dev) {
   size_t n = 0;
@@ -105,7 +100,7 @@ TEST_F(ResizeCq, GrowingMovesTheUnpolledCqesInOrderAndIsOneCommandAndNoTlp) {
   // Expect: one command, no MMIO write, no TLP at all; the old ring went back to the kernel.
   EXPECT_EQ(resize_commands(h_.dev), 1u);
   EXPECT_EQ(h_.dev.mmio.size(), mmio);
-  EXPECT_EQ(total_tlps(h_.counters.snapshot() - before), 0u);
+  EXPECT_EQ((h_.counters.snapshot() - before).total().tlps, 0u);
   EXPECT_EQ(h_.kernel.buffers_held(), buffers);
 
   // Expect: the new ring holds CQEs 3..11 at slots 3..11 (first pass: owner 0); 12 on are unwritten.

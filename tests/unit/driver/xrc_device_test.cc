@@ -56,14 +56,8 @@ int connect_xrc(ibv_qp* ini, ibv_qp* tgt, uint16_t lid) {
 class XrcDevice : public ::testing::Test {
  protected:
   void SetUp() override {
-    DeviceLink link;
-    link.host_port = &r_.port;
-    link.cmd = &r_.dev;
-    link.blueflame = BlueFlameMode::kOff;
-    link.kernel = &r_.kernel;
-    verbs_context* v = open_context(&r_.device, link, -1);
-    ASSERT_NE(v, nullptr);
-    ctx_ = &v->context;
+    ctx_ = open_rig_context(r_);
+    ASSERT_NE(ctx_, nullptr);
     pd_ = alloc_pd(ctx_);
     cq_ = create_cq(ctx_, 31, nullptr, 0);
     srq_cq_ = create_cq(ctx_, 31, nullptr, 0);

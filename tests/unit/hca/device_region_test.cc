@@ -82,7 +82,7 @@ TEST(DeviceRegion, ADeviceAttachedAtAnotherAddressSeesTheSameObjectsAndCompletes
 
   Device b(config, shm.view(1), RegionInit::kAttach, lb.counters(), lb, lb, bridge);
   // Expect: b sees a's objects, and a sees b's.
-  EXPECT_EQ(b.object_counts(), (Device::ObjectCounts{2, 2, 0, 2, 0, 2}));
+  EXPECT_EQ(b.object_counts(), (Device::ObjectCounts{2, 2, 0, 2, 0, 2, 0}));
   hwif::AllocPdOut pd{};
   ASSERT_EQ(hwif::exec_cmd(b, hwif::AllocPdIn{}, pd), 0);
   EXPECT_EQ(pd.pdn, 3u);  // numbering continues in the shared table
@@ -203,6 +203,17 @@ class Reclaim : public ::testing::Test {
     srq.log_stride = 5;
     hwif::CreateSrqOut srqo{};
     ASSERT_EQ(hwif::exec_cmd(dev_, srq, srqo), 0);
+    // ... and half the device memory, with a key in it.
+    hwif::AllocDmOut dmo{};
+    ASSERT_EQ(hwif::exec_cmd(dev_, hwif::AllocDmIn{config_.caps.max_dm_size / 2, 0}, dmo), 0);
+    hwif::CreateMkeyIn key;
+    key.pdn = lb_.side(1).pdn;
+    key.access = hwif::kAccessLocalWrite;
+    key.host_addr = dmo.dma_addr;
+    key.length = 64;
+    key.dmn = dmo.dmn;
+    hwif::CreateMkeyOut keyo{};
+    ASSERT_EQ(hwif::exec_cmd(dev_, key, keyo), 0);
     dev_.set_owner(kLive);
   }
 
@@ -218,12 +229,12 @@ class Reclaim : public ::testing::Test {
 
 TEST_F(Reclaim, DestroysExactlyThatOwnersObjectsWithoutDmaOrInterrupts) {
   lb_.connect(dev_);
-  EXPECT_EQ(dev_.object_counts(), (Device::ObjectCounts{2, 2, 1, 3, 1, 2}));
+  EXPECT_EQ(dev_.object_counts(), (Device::ObjectCounts{2, 3, 1, 3, 1, 2, 1}));
   const uint64_t maps = bridge_.maps;
   const uint64_t tlps_before = tlps(lb_.counters());
   dev_.reclaim(kDead);
   // Expect: only the live owner's PD, key, CQ and QP remain; nothing touched host memory.
-  EXPECT_EQ(dev_.object_counts(), (Device::ObjectCounts{1, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(dev_.object_counts(), (Device::ObjectCounts{1, 1, 0, 1, 0, 1, 0}));
   EXPECT_EQ(bridge_.maps, maps);
   EXPECT_EQ(tlps(lb_.counters()), tlps_before);
   EXPECT_TRUE(bridge_.msis.empty());
@@ -237,11 +248,15 @@ TEST_F(Reclaim, DestroysExactlyThatOwnersObjectsWithoutDmaOrInterrupts) {
   EXPECT_EQ(dev_.object_counts().qps, 1u);
   // Expect: the survivor's reference counts are whole: its objects tear down in the usual order.
   EXPECT_EQ(hwif::exec_cmd(dev_, hwif::DeallocPdIn{lb_.side(0).pdn}), EBUSY);
+  // Expect: the dead owner's device memory is free again: the whole window fits.
+  hwif::AllocDmOut dm{};
+  ASSERT_EQ(hwif::exec_cmd(dev_, hwif::AllocDmIn{config_.caps.max_dm_size, 0}, dm), 0);
+  EXPECT_EQ(hwif::exec_cmd(dev_, hwif::FreeDmIn{dm.dmn}), 0);
   EXPECT_EQ(hwif::exec_cmd(dev_, hwif::DestroyQpIn{lb_.side(0).qpn}), 0);
   EXPECT_EQ(hwif::exec_cmd(dev_, hwif::DestroyCqIn{lb_.side(0).cqn}), 0);
   EXPECT_EQ(hwif::exec_cmd(dev_, hwif::DestroyMkeyIn{lb_.side(0).key}), 0);
   EXPECT_EQ(hwif::exec_cmd(dev_, hwif::DeallocPdIn{lb_.side(0).pdn}), 0);
-  EXPECT_EQ(dev_.object_counts(), (Device::ObjectCounts{0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(dev_.object_counts(), (Device::ObjectCounts{0, 0, 0, 0, 0, 0, 0}));
 }
 
 TEST_F(Reclaim, PacketsToAReclaimedQpAreDroppedAndThePeerEndsWithRetryExceeded) {
