@@ -50,13 +50,16 @@ void fill_device_attr(const hwif::DeviceCaps& c, ibv_device_attr& a) {
   a.hw_ver = c.hw_ver;
   a.max_qp = static_cast<int>(c.max_qp);
   a.max_qp_wr = static_cast<int>(c.max_qp_wr);
-  // XRC: domains, XRC SRQs, INI and TGT QPs (xrc.cc), as the device executes them.
-  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_XRC;
+  // XRC: domains, XRC SRQs, INI and TGT QPs (xrc.cc), as the device executes them; memory
+  // windows of both types (mw.cc), which share the key table with MRs (max_mw = max_mr, as mlx5).
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
+                       IBV_DEVICE_XRC | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a.max_sge = static_cast<int>(c.max_sge);
   a.max_sge_rd = static_cast<int>(c.max_sge_rd);
   a.max_cq = static_cast<int>(c.max_cq);
   a.max_cqe = static_cast<int>(c.max_cqe);
   a.max_mr = static_cast<int>(c.max_mr);
+  a.max_mw = static_cast<int>(c.max_mr);
   a.max_pd = static_cast<int>(c.max_pd);
   a.max_qp_rd_atom = static_cast<int>(c.max_qp_rd_atom);
   a.max_qp_init_rd_atom = static_cast<int>(c.max_qp_init_rd_atom);
@@ -108,6 +111,9 @@ verbs_context* open_context(ibv_device* device, const DeviceLink& link, int cmd_
   c.ops.post_send = post_send;
   c.ops.post_recv = post_recv;
   c.ops.post_srq_recv = post_srq_recv;
+  c.ops.alloc_mw = alloc_mw;
+  c.ops.dealloc_mw = dealloc_mw;
+  c.ops.bind_mw = bind_mw;
   return &v;
 }
 

@@ -99,6 +99,12 @@ void requester_opcode(const hwif::Cqe64& cqe, ibv_wc& wc) {
       wc.opcode = IBV_WC_FETCH_ADD;
       wc.byte_len = kAtomicResultBytes;
       break;
+    case O::kBindMw:
+      wc.opcode = IBV_WC_BIND_MW;
+      break;
+    case O::kLocalInv:
+      wc.opcode = IBV_WC_LOCAL_INV;
+      break;
   }
 }
 

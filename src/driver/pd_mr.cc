@@ -18,12 +18,13 @@ constexpr unsigned int kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE
                                       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                                       IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB;
 constexpr unsigned int kDeviceAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                       IBV_ACCESS_REMOTE_ATOMIC;
+                                       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
 constexpr bool same_bit(unsigned int verbs_bit, uint32_t mkey_bit) { return verbs_bit == mkey_bit; }
 static_assert(same_bit(IBV_ACCESS_LOCAL_WRITE, hwif::kAccessLocalWrite) &&
               same_bit(IBV_ACCESS_REMOTE_WRITE, hwif::kAccessRemoteWrite) &&
               same_bit(IBV_ACCESS_REMOTE_READ, hwif::kAccessRemoteRead) &&
-              same_bit(IBV_ACCESS_REMOTE_ATOMIC, hwif::kAccessRemoteAtomic));
+              same_bit(IBV_ACCESS_REMOTE_ATOMIC, hwif::kAccessRemoteAtomic) &&
+              same_bit(IBV_ACCESS_MW_BIND, hwif::kAccessMwBind));
 
 // The access a registration pins its pages with: write for every right that lets the device (or a
 // memory window bound through it) store into them, as the kernel's ib_umem_get asks FOLL_WRITE.
@@ -80,7 +81,8 @@ int dealloc_pd(ibv_pd* ibpd) {
 
 // access: enum ibv_access_flags. Bits of the optional range (IBV_ACCESS_OPTIONAL_RANGE, e.g.
 // RELAXED_ORDERING) are accepted and ignored as libibverbs does for devices without optional
-// access support; MW_BIND, ZERO_BASED and HUGETLB are accepted and ignored; ON_DEMAND (ODP) is not
+// access support; MW_BIND lets memory windows be bound to the MR (the device checks it at each
+// bind); ZERO_BASED and HUGETLB are accepted and ignored; ON_DEMAND (ODP) is not
 // supported. Remote write or atomic access needs local write (IBA 10.6.3.1; test_reg_mr_bad_flags).
 ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned int access) {
   Pd* pd = to_pd(ibpd);

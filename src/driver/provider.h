@@ -132,6 +132,16 @@ ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
 int free_dm(ibv_dm* dm);  // EBUSY while MRs are registered in it
 ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access);
 
+// ---- memory windows (mw.cc; ibv_alloc_mw(3), ibv_bind_mw(3)) ----
+// alloc_mw: type 1 or 2 (EINVAL otherwise); ENOMEM when the key table is full. dealloc_mw unbinds
+// it. bind_mw (type 1) posts a bind WQE with the window's next key (ibv_inc_rkey), which is the
+// window's rkey once posted; its completion (IBV_WC_BIND_MW) says whether the device bound it
+// (IBV_WC_MW_BIND_ERR: an MR without IBV_ACCESS_MW_BIND, a range outside it, rights it cannot
+// give). An MR with windows bound is not deregistered or registered again (EBUSY).
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
+
 // ---- XRC (xrc.cc; ibv_open_xrcd(3), ibv_create_qp_ex(3), ibv_open_qp(3)) ----
 // fd -1: a new domain of this process's own; otherwise the domain of the file fd names, shared
 // with every process of the host that opens it (oflags O_CREAT makes it when there is none:

@@ -56,7 +56,7 @@ uint64_t send_ops_of_type(hwif::QpType type) {
       return 0;
     case hwif::QpType::kUc:
       return IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
-             IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+             IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
     case hwif::QpType::kUd:
       return IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   }

@@ -9,13 +9,14 @@
 
 namespace softhca::driver {
 
-// The send ops a QP created through ibv_create_qp_ex may ask for (the ones perftest uses).
+// The send ops a QP created through ibv_create_qp_ex may ask for (all but TSO and atomic write).
 inline constexpr uint64_t kSupportedSendOps =
     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW |
+    IBV_QP_EX_WITH_LOCAL_INV;
 
-// The send ops a QP type can carry (UC: no READ/atomics; UD: sends only).
+// The send ops a QP type can carry (UC: no READ, atomics or SEND with invalidate; UD: sends only).
 uint64_t send_ops_of_type(hwif::QpType type);
 
 struct SendLayout {

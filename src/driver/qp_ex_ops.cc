@@ -6,8 +6,8 @@
 // whichever comes last. Errors are
 // remembered and returned by wr_complete, which then rolls back every WQE of the batch (nothing
 // is rung); otherwise it rings once for the batch exactly as post_send does.
-// Unsupported builders (bind_mw, local_inv, send_inv, tso, atomic_write) stay NULL:
-// create_qp refuses the send_ops_flags that would need them (EOPNOTSUPP).
+// Unsupported builders (tso, atomic_write) stay NULL: create_qp refuses the send_ops_flags that
+// would need them (EOPNOTSUPP). bind_mw and local_inv carry no data: they are finished at once.
 #include <cerrno>
 #include <cstring>
 
@@ -29,6 +29,9 @@ uint64_t op_flag(hwif::WqeOpcode op) {
     case hwif::WqeOpcode::kRdmaRead: return IBV_QP_EX_WITH_RDMA_READ;
     case hwif::WqeOpcode::kAtomicCs: return IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
     case hwif::WqeOpcode::kAtomicFa: return IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    case hwif::WqeOpcode::kSendInv: return IBV_QP_EX_WITH_SEND_WITH_INV;
+    case hwif::WqeOpcode::kBindMw: return IBV_QP_EX_WITH_BIND_MW;
+    case hwif::WqeOpcode::kLocalInv: return IBV_QP_EX_WITH_LOCAL_INV;
     default: return 0;
   }
 }
@@ -123,6 +126,35 @@ void wr_send(ibv_qp_ex* qpx) { begin_wqe(*to_qp(qpx), hwif::WqeOpcode::kSend); }
 void wr_send_imm(ibv_qp_ex* qpx, __be32 imm) {
   Qp& qp = *to_qp(qpx);
   if (begin_wqe(qp, hwif::WqeOpcode::kSendImm)) set_imm(qp, imm);
+}
+
+void wr_send_inv(ibv_qp_ex* qpx, uint32_t invalidate_rkey) {
+  Qp& qp = *to_qp(qpx);
+  if (begin_wqe(qp, hwif::WqeOpcode::kSendInv)) qp.wr.ctrl.imm = invalidate_rkey;
+}
+
+// A WQE with no data: complete once its segment is in.
+void finish_without_data(Qp& qp) {
+  qp.wr.data_set = true;
+  qp.wr.need_xrc_srqn = false;  // an XRC INI QP's window ops go to no SRQ
+  maybe_finish(qp);
+}
+
+void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* bind_info) {
+  Qp& qp = *to_qp(qpx);
+  if (!begin_wqe(qp, hwif::WqeOpcode::kBindMw)) return;
+  if (mw == nullptr || bind_info == nullptr) {
+    qp.wr.err = EINVAL;
+    return;
+  }
+  if (add_seg(qp, make_bind(*mw, rkey, *bind_info))) finish_without_data(qp);
+}
+
+void wr_local_inv(ibv_qp_ex* qpx, uint32_t invalidate_rkey) {
+  Qp& qp = *to_qp(qpx);
+  if (!begin_wqe(qp, hwif::WqeOpcode::kLocalInv)) return;
+  qp.wr.ctrl.imm = invalidate_rkey;
+  finish_without_data(qp);
 }
 
 void wr_rdma_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr) {
@@ -300,6 +332,9 @@ void qp_ex_install_ops(Qp* qp) {
   x.wr_abort = wr_abort;
   x.wr_send = wr_send;
   x.wr_send_imm = wr_send_imm;
+  x.wr_send_inv = wr_send_inv;
+  x.wr_bind_mw = wr_bind_mw;
+  x.wr_local_inv = wr_local_inv;
   x.wr_rdma_write = wr_rdma_write;
   x.wr_rdma_write_imm = wr_rdma_write_imm;
   x.wr_rdma_read = wr_rdma_read;

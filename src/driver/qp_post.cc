@@ -24,6 +24,8 @@ struct SendPlan {
   hwif::WqeOpcode opcode = hwif::WqeOpcode::kNop;
   bool rdma = false;    // raddr segment
   bool atomic = false;  // raddr + atomic + the 8-byte result data segment
+  bool bind = false;     // a BindSeg, no data
+  bool no_data = false;  // bind, local invalidate
   bool use_inline = false;
   uint32_t inline_bytes = 0;
   uint32_t ds = 0;
@@ -60,15 +62,31 @@ int plan_send(const Qp& qp, const ibv_send_wr& wr, SendPlan& p) {
       p.opcode = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? hwif::WqeOpcode::kAtomicCs : hwif::WqeOpcode::kAtomicFa;
       p.atomic = true;
       break;
+    case IBV_WR_SEND_WITH_INV:
+      if (!rc) return EINVAL;
+      p.opcode = hwif::WqeOpcode::kSendInv;
+      break;
+    case IBV_WR_BIND_MW:
+      if (!connected || wr.bind_mw.mw == nullptr) return EINVAL;
+      p.opcode = hwif::WqeOpcode::kBindMw;
+      p.bind = p.no_data = true;
+      break;
+    case IBV_WR_LOCAL_INV:
+      if (!connected) return EINVAL;
+      p.opcode = hwif::WqeOpcode::kLocalInv;
+      p.no_data = true;
+      break;
     default:
-      return EINVAL;  // SEND_WITH_INV, LOCAL_INV, BIND_MW, TSO, ATOMIC_WRITE, DRIVER1: not supported
+      return EINVAL;  // TSO, ATOMIC_WRITE, DRIVER1: not supported
   }
   if (!connected && wr.wr.ud.ah == nullptr) return EINVAL;
 
   uint32_t ds = 1 + (connected ? 0 : sizeof(hwif::DatagramSeg) / hwif::kDsBytes);
   if (qp.type == hwif::QpType::kXrcIni) ds += sizeof(hwif::XrcSeg) / hwif::kDsBytes;
   if (p.rdma) ds += 1;
-  if (p.atomic) {
+  if (p.no_data) {
+    ds += p.bind ? static_cast<uint32_t>(sizeof(hwif::BindSeg) / hwif::kDsBytes) : 0;
+  } else if (p.atomic) {
     ds += 3;  // raddr, atomic, result data segment
   } else if ((wr.send_flags & IBV_SEND_INLINE) && wr.num_sge > 0 && p.opcode != hwif::WqeOpcode::kRdmaRead) {
     uint64_t total = 0;
@@ -98,7 +116,11 @@ void write_send_wqe(Qp& qp, const ibv_send_wr& wr, const SendPlan& plan, uint32_
   } else if (qp.type == hwif::QpType::kXrcIni) {
     p = sq_put(ring, p, make_xrc(wr.qp_type.xrc.remote_srqn));
   }
-  if (plan.atomic) {
+  if (plan.bind) {
+    p = sq_put(ring, p, make_bind(*wr.bind_mw.mw, wr.bind_mw.rkey, wr.bind_mw.bind_info));
+  } else if (plan.no_data) {
+    // a local invalidate: its key is in the control segment
+  } else if (plan.atomic) {
     p = sq_put(ring, p, make_raddr(wr.wr.atomic.remote_addr, wr.wr.atomic.rkey));
     const bool cas = plan.opcode == hwif::WqeOpcode::kAtomicCs;
     p = sq_put(ring, p, make_atomic(cas ? wr.wr.atomic.swap : wr.wr.atomic.compare_add, cas ? wr.wr.atomic.compare_add : 0));
@@ -125,6 +147,8 @@ void write_send_wqe(Qp& qp, const ibv_send_wr& wr, const SendPlan& plan, uint32_
   ctrl.set(plan.opcode, static_cast<uint16_t>(idx & 0xffff), qp.qpn, plan.ds, ctrl_flags(wr.send_flags, qp.sq_sig_all));
   if (plan.opcode == hwif::WqeOpcode::kSendImm || plan.opcode == hwif::WqeOpcode::kRdmaWriteImm) {
     std::memcpy(static_cast<void*>(&ctrl.imm), &wr.imm_data, sizeof(ctrl.imm));  // already in network order
+  } else if (plan.opcode == hwif::WqeOpcode::kSendInv || plan.opcode == hwif::WqeOpcode::kLocalInv) {
+    ctrl.imm = wr.invalidate_rkey;  // host order in the WR, big-endian in the WQE (as mlx5)
   }
   store_as(ctrl_p, ctrl);
   const uint32_t slot = idx & (sq.wqe_cnt - 1);

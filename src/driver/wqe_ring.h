@@ -76,6 +76,24 @@ inline hwif::DataSeg make_data(uint32_t lkey, uint64_t addr, uint32_t len) {
   s.addr = addr;
   return s;
 }
+// A window bind (ibv_bind_mw, IBV_WR_BIND_MW): the window's key now and the one it takes; no MR
+// and no length unbind a type 1 window. The rights are the verbs bits, which MkeyAccess shares.
+constexpr bool same_access_bit(unsigned int verbs_bit, uint32_t mkey_bit) { return verbs_bit == mkey_bit; }
+static_assert(same_access_bit(IBV_ACCESS_REMOTE_WRITE, hwif::kAccessRemoteWrite) &&
+              same_access_bit(IBV_ACCESS_REMOTE_READ, hwif::kAccessRemoteRead) &&
+              same_access_bit(IBV_ACCESS_REMOTE_ATOMIC, hwif::kAccessRemoteAtomic) &&
+              same_access_bit(IBV_ACCESS_ZERO_BASED, hwif::kAccessZeroBased) &&
+              same_access_bit(IBV_ACCESS_MW_BIND, hwif::kAccessMwBind));
+inline hwif::BindSeg make_bind(const ibv_mw& mw, uint32_t new_rkey, const ibv_mw_bind_info& info) {
+  hwif::BindSeg s{};
+  s.mw_key = mw.rkey;
+  s.new_key = new_rkey;
+  s.mr_lkey = info.mr != nullptr ? info.mr->lkey : 0;
+  s.access = info.mw_access_flags & (hwif::kAccessRemote | hwif::kAccessZeroBased);
+  s.addr = info.addr;
+  s.length = info.length;
+  return s;
+}
 inline hwif::XrcSeg make_xrc(uint32_t remote_srqn) {
   hwif::XrcSeg s{};
   s.xrc_srqn = remote_srqn & 0xffffff;

@@ -228,6 +228,17 @@ class Device final : public hwif::MmioTarget, public hwif::CommandInterface {
   void reclaim_dm(uint32_t owner);
   // The BAR's device memory window: [offset, + len) of it, or empty when that is outside it.
   [[nodiscard]] std::span<uint8_t> dm_window(uint64_t offset, size_t len) const;
+  // ---- memory windows (memory_windows.cc) ----
+  int cmd_alloc_mw(const hwif::AllocMwIn&, hwif::AllocMwOut&);
+  int cmd_dealloc_mw(const hwif::DeallocMwIn&, hwif::NoOut&);
+  // A bind or local invalidate WQE of `qp`, executed in its send queue's order: nothing, or the
+  // syndrome its CQE gets (MW_BIND_ERR for a bind; LOC_QP_OP_ERR for an invalidation, as rxe).
+  std::optional<hwif::CqeSyndrome> run_memory_op(QueuePair& qp, const SendWqe& w);
+  // Invalidates a type 2 window of PD `pdn` bound to QP `qpn` (LOCAL_INV, SEND with invalidate);
+  // false, nothing changed, for any other key.
+  bool invalidate_window(uint32_t key, uint32_t pdn, uint32_t qpn);
+  // A window lets go of its MR.
+  void unbind_window(Mkey& mw);
   // ---- QP1 (management.cc) ----
   int cmd_set_mad_agent(const hwif::SetMadAgentIn&, hwif::SetMadAgentOut&);
   int cmd_bind_service(const hwif::BindServiceIn&, hwif::BindServiceOut&);

@@ -92,6 +92,8 @@ int Device::dispatch_command(CmdOpcode op, const void* in, size_t in_len, void* 
     case CmdOpcode::kOpenQp: return run_command(*this, &Device::cmd_open_qp, in, in_len, out, out_len);
     case CmdOpcode::kAllocDm: return run_command(*this, &Device::cmd_alloc_dm, in, in_len, out, out_len);
     case CmdOpcode::kFreeDm: return run_command(*this, &Device::cmd_free_dm, in, in_len, out, out_len);
+    case CmdOpcode::kAllocMw: return run_command(*this, &Device::cmd_alloc_mw, in, in_len, out, out_len);
+    case CmdOpcode::kDeallocMw: return run_command(*this, &Device::cmd_dealloc_mw, in, in_len, out, out_len);
   }
   return EOPNOTSUPP;
 }
@@ -143,8 +145,9 @@ int Device::cmd_create_mkey(const CreateMkeyIn& in, CreateMkeyOut& out) {
 }
 
 int Device::cmd_destroy_mkey(const DestroyMkeyIn& in, NoOut&) {
-  const Mkey* m = mkeys_.find(in.lkey);
-  if (m == nullptr) return EINVAL;
+  const Mkey* m = mkeys_.find_owned(in.lkey, owner_);
+  if (m == nullptr || m->is_window()) return EINVAL;
+  if (m->windows != 0) return EBUSY;  // ibv_dereg_mr(3): it fails while windows are bound to the MR
   if (m->dmn != 0) detach_dm_key(m->dmn);
   return mkeys_.destroy(in.lkey) ? 0 : EINVAL;
 }
@@ -152,7 +155,8 @@ int Device::cmd_destroy_mkey(const DestroyMkeyIn& in, NoOut&) {
 int Device::cmd_modify_mkey(const ModifyMkeyIn& in, NoOut&) {
   Mkey* m = mkeys_.find_owned(in.lkey, owner_);
   if (m == nullptr) return EINVAL;
-  if (m->dmn != 0) return EINVAL;  // a key in device memory is not registered again (as the kernel's rereg)
+  if (m->dmn != 0 || m->is_window()) return EINVAL;  // a key in device memory is not registered again (as the kernel's rereg)
+  if (m->windows != 0) return EBUSY;                 // windows hold copies of its translation
   const uint32_t pdn = (in.what & kMkeyPd) != 0 ? in.pdn : m->pdn;
   const uint32_t access = (in.what & kMkeyAccess) != 0 ? in.access : m->access;
   if (pds_.find(pdn) == nullptr) return EINVAL;

@@ -49,8 +49,8 @@ struct DeviceState {
   // held events, objects' async EQs, the port_down byte, the port_down drop counter); 11: CQ
   // timestamps and moderation; 12: XRC domains, XRC SRQs and TGT QPs; 13: a CQ's pi at its last
   // completion event (CompletionQueue::event_pi); 14: device memory (DeviceMemoryState, a memory
-  // key's dmn)
-  static constexpr uint32_t kVersion = 14;
+  // key's dmn); 15: memory windows (a memory key's kind, MR, QP and window count)
+  static constexpr uint32_t kVersion = 15;
 
   uint64_t magic = 0;
   uint32_t version = 0;

@@ -79,6 +79,16 @@ uint32_t MemoryKeys::create(const hwif::CreateMkeyIn& in, uint32_t owner) {
   return m->key;
 }
 
+uint32_t MemoryKeys::create_window(uint32_t pdn, KeyKind kind, uint32_t owner) {
+  hwif::CreateMkeyIn in;
+  in.pdn = pdn;
+  const uint32_t key = create(in, owner);
+  if (key != 0) find(key)->kind = kind;
+  return key;
+}
+
+Mkey* MemoryKeys::find_index(uint32_t key) { return table_.find(number_of(key)); }
+
 bool MemoryKeys::destroy(uint32_t key) {
   const Mkey* m = find(key);
   return m != nullptr && table_.erase(number_of(key));

@@ -1,6 +1,7 @@
-// Memory keys (MRs as the device knows them): translation of (key, address, length) to host
-// addresses with the protection checks of IBA 10.6.3 — key exists, PD matches, range inside the
-// region, access right granted. lkey == rkey = index << 8 | an 8-bit variant as in an mlx5 mkey,
+// Memory keys (MRs and memory windows as the device knows them): translation of (key, address,
+// length) to host addresses with the protection checks of IBA 10.6.3 and 10.6.7 — key exists, PD
+// matches, range inside the region, access right granted; a window only for remote access, only
+// while bound, and a type 2 window only for the QP it is bound to. lkey == rkey = index << 8 | an 8-bit variant as in an mlx5 mkey,
 // both drawn from the device's seed (docs/security.md "Keys and QPNs"). The table lives in the
 // device region; MemoryKeys is a per-process view of it.
 #pragma once
@@ -8,11 +9,16 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "hca/object_table.h"
 #include "hwif/cmd.h"
 
 namespace softhca::hca {
+
+// What a key names: a memory region, or a memory window of type 1 or 2 (IBA 10.6.7), which holds
+// a copy of the part of its MR it is bound to (an MR with windows bound cannot change or go).
+enum class KeyKind : uint8_t { kMr = 0, kWindow1 = 1, kWindow2 = 2 };
 
 struct Mkey {
   uint32_t pdn = 0;
@@ -22,6 +28,12 @@ struct Mkey {
   uint64_t length = 0;
   uint32_t key = 0;
   uint32_t dmn = 0;  // the device memory it lies in (hwif::CreateMkeyIn::dmn); 0: host memory
+  KeyKind kind = KeyKind::kMr;
+  uint32_t mr_key = 0;     // a window: the MR it is bound to (0: not bound)
+  uint32_t bound_qpn = 0;  // a type 2 window: the QP it is bound to
+  uint32_t windows = 0;    // an MR: the windows bound to it
+
+  [[nodiscard]] bool is_window() const { return kind != KeyKind::kMr; }
 
   // Whether [addr, addr + len) lies inside the region (no overflow).
   [[nodiscard]] bool covers(uint64_t addr, uint64_t len) const {
@@ -96,11 +108,16 @@ class MemoryKeys {
 
   // Returns the key, or 0 when the table or the region is full.
   uint32_t create(const hwif::CreateMkeyIn& in, uint32_t owner = 0);
+  // An unbound window of PD `pdn`: 0 when the table is full.
+  uint32_t create_window(uint32_t pdn, KeyKind kind, uint32_t owner);
   bool destroy(uint32_t key);
   // The key's record, for a command to change in place (keys change only between entry points);
   // nullptr when `key` is not a key of `owner`.
   [[nodiscard]] Mkey* find_owned(uint32_t key, uint32_t owner);
   [[nodiscard]] const Mkey* find(uint32_t key) const;
+  [[nodiscard]] Mkey* find(uint32_t key) { return const_cast<Mkey*>(std::as_const(*this).find(key)); }
+  // The record of a window by its index (the key's upper 24 bits), whatever its variant now.
+  [[nodiscard]] Mkey* find_index(uint32_t key);
 
   // required_access: 0 for a local read (gather), else the MkeyAccess bit needed.
   [[nodiscard]] Translation translate(uint32_t key, uint32_t pdn, uint64_t addr, uint64_t length,
@@ -108,9 +125,20 @@ class MemoryKeys {
     return check(find(key), pdn, addr, length, required_access);
   }
   // The checks of translate() on the key record `m` (null: no such key).
+  // A remote peer's access through QP `qpn`: translate(), and a type 2 window only for the QP it is
+  // bound to.
+  [[nodiscard]] Translation translate_remote(uint32_t key, uint32_t pdn, uint32_t qpn, uint64_t addr,
+                                             uint64_t length, uint32_t required_access) const {
+    const Mkey* m = find(key);
+    if (m != nullptr && m->kind == KeyKind::kWindow2 && m->bound_qpn != qpn) return {KeyCheck::kBadKey, 0};
+    return check(m, pdn, addr, length, required_access);
+  }
   [[nodiscard]] static Translation check(const Mkey* m, uint32_t pdn, uint64_t addr, uint64_t length,
                                          uint32_t required_access) {
     if (m == nullptr) return {KeyCheck::kBadKey, 0};
+    // A window is a remote key, and opens nothing while unbound.
+    if (m->is_window() && ((required_access & hwif::kAccessRemote) == 0 || m->mr_key == 0))
+      return {KeyCheck::kBadKey, 0};
     if (m->pdn != pdn) return {KeyCheck::kBadPd, 0};
     if (!m->covers(addr, length)) return {KeyCheck::kOutOfBounds, 0};
     if ((m->access & required_access) != required_access) return {KeyCheck::kNoAccess, 0};

@@ -79,9 +79,12 @@ SendPipeline::Prepared SendPipeline::prepare(SendRecord& rec) {
     syndrome_ = CqeSyndrome::kLocQpOpErr;
     return Prepared::kFailed;
   }
-  const bool type_ok = is_reliable(qp_.type) ||
-                       (qp_.type == QpType::kUc && (w.is_send() || w.is_write() || w.opcode == WqeOpcode::kNop)) ||
-                       (qp_.type == QpType::kUd && (w.is_send() || w.opcode == WqeOpcode::kNop));
+  // SEND with invalidate is RC's and XRC's (IBA 9.2); windows are bound on connected QPs.
+  const bool plain = w.opcode != WqeOpcode::kSendInv;
+  const bool type_ok =
+      is_reliable(qp_.type) ||
+      (qp_.type == QpType::kUc && plain && (w.is_send() || w.is_write() || w.is_memory_op() || w.opcode == WqeOpcode::kNop)) ||
+      (qp_.type == QpType::kUd && plain && (w.is_send() || w.opcode == WqeOpcode::kNop));
   if (!type_ok) {
     syndrome_ = CqeSyndrome::kLocQpOpErr;
     return Prepared::kFailed;
@@ -126,6 +129,12 @@ void SendPipeline::run_loop(Requester& requester) {
       return fail(rec);
     }
     if (p == Prepared::kFailed) return fail(rec);
+    if (rec.wqe.is_memory_op()) {
+      if (const std::optional<CqeSyndrome> why = dev_.run_memory_op(qp_, rec.wqe)) {
+        syndrome_ = *why;
+        return fail(rec);
+      }
+    }
     qp_.req.exec = static_cast<uint16_t>(qp_.req.exec + rec.wqe.bbs);
     requester.execute(rec);
   }

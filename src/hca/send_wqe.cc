@@ -39,6 +39,9 @@ bool known_opcode(WqeOpcode op) {
     case WqeOpcode::kRdmaRead:
     case WqeOpcode::kAtomicCs:
     case WqeOpcode::kAtomicFa:
+    case WqeOpcode::kSendInv:
+    case WqeOpcode::kBindMw:
+    case WqeOpcode::kLocalInv:
       return true;
     default:
       return false;
@@ -119,6 +122,13 @@ WqeParse parse_send_wqe(std::span<const uint8_t> ring, uint32_t bb, WqeShape sha
     out.rkey = r.rkey.get();
     ++used;
   }
+  if (out.opcode == WqeOpcode::kBindMw) {
+    if (used + 2 > ds) return WqeParse::kBadSegment;
+    const auto b = load_as<BindSeg>(wqe + used * kDsBytes);
+    out.bind = BindInfo{b.mw_key.get(), b.new_key.get(), b.mr_lkey.get(), b.access.get(), b.addr.get(), b.length.get()};
+    used += 2;
+  }
+  if (out.is_memory_op()) return used == ds ? WqeParse::kOk : WqeParse::kBadSegment;  // no data
   if (out.is_atomic()) {
     if (used + 1 > ds) return WqeParse::kBadSegment;
     const auto a = load_as<AtomicSeg>(wqe + used * kDsBytes);

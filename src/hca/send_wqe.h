@@ -36,6 +36,16 @@ struct UdAddress {
   hwif::Gid dgid{};
 };
 
+// A bind WQE's BindSeg (hwif/wqe.h), decoded.
+struct BindInfo {
+  uint32_t mw_key = 0;
+  uint32_t new_key = 0;
+  uint32_t mr_lkey = 0;
+  uint32_t access = 0;  // MkeyAccess bits
+  uint64_t addr = 0;
+  uint64_t length = 0;
+};
+
 enum class WqeParse : uint8_t { kOk, kBadOpcode, kBadSize, kBadSegment };
 
 // Laid out for a small WQE to touch the fewest cache lines of its record (a SendRecord puts 32
@@ -60,6 +70,14 @@ struct SendWqe {
   uint64_t compare = 0;
   std::array<Sge, kMaxSendSges> sge{};
   UdAddress ud{};  // a UD QP's WQEs only (parse_send_wqe() leaves it alone for the others)
+  BindInfo bind{};  // kBindMw only
+
+  // The key a kLocalInv or kSendInv WQE invalidates (carried big-endian where imm is).
+  [[nodiscard]] uint32_t invalidate_key() const { return std::bit_cast<Be32>(imm).get(); }
+  // Executed by the device on its own: no packet (bind, local invalidate).
+  [[nodiscard]] bool is_memory_op() const {
+    return opcode == hwif::WqeOpcode::kBindMw || opcode == hwif::WqeOpcode::kLocalInv;
+  }
 
   [[nodiscard]] bool is_read() const { return opcode == hwif::WqeOpcode::kRdmaRead; }
   [[nodiscard]] bool is_atomic() const {
@@ -69,7 +87,8 @@ struct SendWqe {
     return opcode == hwif::WqeOpcode::kSendImm || opcode == hwif::WqeOpcode::kRdmaWriteImm;
   }
   [[nodiscard]] bool is_send() const {
-    return opcode == hwif::WqeOpcode::kSend || opcode == hwif::WqeOpcode::kSendImm;
+    return opcode == hwif::WqeOpcode::kSend || opcode == hwif::WqeOpcode::kSendImm ||
+           opcode == hwif::WqeOpcode::kSendInv;
   }
   [[nodiscard]] bool is_write() const {
     return opcode == hwif::WqeOpcode::kRdmaWrite || opcode == hwif::WqeOpcode::kRdmaWriteImm;

@@ -45,6 +45,8 @@ enum class CmdOpcode : uint16_t {
   kOpenQp,
   kAllocDm,
   kFreeDm,
+  kAllocMw,
+  kDeallocMw,
 };
 
 struct NoOut {};
@@ -65,7 +67,10 @@ enum MkeyAccess : uint32_t {
   kAccessRemoteWrite = 2,
   kAccessRemoteRead = 4,
   kAccessRemoteAtomic = 8,
+  kAccessMwBind = 16,     // an MR memory windows may be bound to
+  kAccessZeroBased = 32,  // a window bind: the window's addresses start at 0
 };
+inline constexpr uint32_t kAccessRemote = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 struct CreateMkeyIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateMkey;
   uint32_t pdn = 0;
@@ -213,6 +218,14 @@ struct AllocDmOut {
 };
 // EINVAL for an allocation of another process or none; EBUSY while memory keys lie in it.
 struct FreeDmIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kFreeDm; uint32_t dmn = 0; };
+
+// Memory windows (ibv_alloc_mw(3)): a key of the MR table that opens no memory until a bind WQE
+// (wqe.h BindSeg) binds it to part of an MR of its PD; type 1 or 2 (IBV_MW_TYPE_*). EINVAL for a
+// PD that does not exist or another type; ENOMEM when the key table is full. Dealloc unbinds it
+// first; EINVAL for a window of another process or a key that is no window.
+struct AllocMwIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kAllocMw; uint32_t pdn = 0; uint32_t type = 0; };
+struct AllocMwOut { uint32_t rkey = 0; };
+struct DeallocMwIn { static constexpr CmdOpcode kOpcode = CmdOpcode::kDeallocMw; uint32_t rkey = 0; };
 
 struct CreateSrqIn {
   static constexpr CmdOpcode kOpcode = CmdOpcode::kCreateSrq;

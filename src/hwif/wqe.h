@@ -24,6 +24,11 @@ enum class WqeOpcode : uint8_t {
   kRdmaRead = 0x10,
   kAtomicCs = 0x11,
   kAtomicFa = 0x12,
+  // Memory-window operations (ours, not mlx5's UMR): executed by the device in send-queue order,
+  // no packet. kBindMw carries a BindSeg; kLocalInv the key to invalidate in the control
+  // segment's imm, as kSendInv does (big-endian).
+  kBindMw = 0x25,
+  kLocalInv = 0x27,
 };
 
 // fm_ce_se flags of the control segment.
@@ -97,6 +102,20 @@ struct XrcSeg {
   uint8_t rsvd4[12];
 };
 static_assert(sizeof(XrcSeg) == 16);
+
+// The segment after the control segment of a kBindMw WQE (ibv_bind_mw, IBV_WR_BIND_MW): the
+// window by its key now, the key it takes (same index, the variant the application chose with
+// ibv_inc_rkey), the MR it opens onto and the range and rights it grants. A type 1 window with
+// mr_lkey 0 and length 0 is unbound.
+struct BindSeg {
+  Be32 mw_key;
+  Be32 new_key;
+  Be32 mr_lkey;
+  Be32 access;  // MkeyAccess bits (cmd.h), kAccessZeroBased among them
+  Be64 addr;
+  Be64 length;
+};
+static_assert(sizeof(BindSeg) == 32);
 
 // The address vector of a UD send (MLX5 datagram segment).
 inline constexpr uint32_t kExtendedUdAv = 0x80000000;

@@ -67,10 +67,13 @@ expect "$out" '^[[:space:]]+hca_core_clock:[[:space:]]+1000000kHZ$' "hca_core_cl
 expect "$out" '^[[:space:]]+completion timestamp_mask:[[:space:]]+0xffffffffffffffff$' "a 64-bit completion timestamp"
 expect "$out" '^[[:space:]]+max_cq_count:[[:space:]]+65535$' "CQ moderation up to 65535 completions"
 expect "$out" '^[[:space:]]+max_cq_period:[[:space:]]+4095 us$' "CQ moderation up to 4095 us"
-# XRC (decisions.md D20): listed among device_cap_flags, and nothing the device does not do.
+# XRC (D20) and memory windows of type 1 and 2B (D24): listed among device_cap_flags, and nothing
+# the device does not do (type 2A windows, fast-register memory management extensions).
 expect "$out" '^[[:space:]]+XRC$' "the XRC device capability"
-if grep -Eq '^[[:space:]]+(MEM_WINDOW|MEM_WINDOW_TYPE_2[AB]|MEM_MGT_EXTENSIONS)$' <<<"$out"; then
-  fail "ibv_devinfo lists memory windows, which softhca does not execute"
+expect "$out" '^[[:space:]]+MEM_WINDOW$' "the memory window device capability"
+expect "$out" '^[[:space:]]+MEM_WINDOW_TYPE_2B$' "type 2B memory windows"
+if grep -Eq '^[[:space:]]+(MEM_WINDOW_TYPE_2A|MEM_MGT_EXTENSIONS)$' <<<"$out"; then
+  fail "ibv_devinfo lists type 2A windows or memory management extensions, which softhca does not execute"
 fi
 lid=$(sed -nE 's/^[[:space:]]+port_lid:[[:space:]]+([0-9]+)$/\1/p' <<<"$out" | head -n1)
 [[ -n $lid && $lid -ne 0 ]] || fail "port_lid is missing or zero: '$lid'"

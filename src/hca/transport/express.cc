@@ -11,7 +11,9 @@
 // if it had been delivered from the queue; otherwise the responder sends them as on the packet path.
 //
 // Anything the responder would refuse (wrong PSN, key, access, state, P_Key, source), a payload not
-// in one mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path.
+// in one mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path;
+// so does a WRITE through a memory window (a bind or an invalidation inside one entry point would
+// leave a key mapped here that no longer opens the memory).
 #include "base/copy.h"
 #include "hca/transport/requester.h"
 #include "hca/transport/responder.h"
@@ -29,6 +31,7 @@ std::optional<Responder::ExpressTarget> Responder::express_target_new_key(uint64
   Translation t;
   if (check_write_target(va, rkey, len, t) != Placed::kOk) return std::nullopt;
   if (len == 0) return ExpressTarget{};
+  if (t.key->is_window()) return std::nullopt;
   key = MappedKey{*t.key, dev_.dma_.map_prefix(t.key->host_addr, t.key->length)};
   uint8_t* memory = key.at(rkey, va, len);
   if (memory == nullptr) return std::nullopt;

@@ -23,7 +23,7 @@ void Requester::execute(SendRecord& rec) {
   const SendWqe& w = rec.wqe;
   rec.executed = true;
   rec.first_psn = qp_.req.next_psn;
-  if (w.opcode == WqeOpcode::kNop) {
+  if (w.opcode == WqeOpcode::kNop || w.is_memory_op()) {  // done already (SendPipeline::run_loop)
     rec.npkts = 0;
     rec.response_done = true;
     complete_acked();
@@ -193,6 +193,7 @@ void Requester::send_request_packet(const SendRecord& rec, uint32_t index) {
     const bool last = pos == PacketPosition::kLast || pos == PacketPosition::kOnly;
     if (w.is_write() && first) f.reth = fabric::RethFields{w.remote_addr, RKey(w.rkey), static_cast<uint32_t>(w.length)};
     if (w.has_imm() && last) f.imm = w.imm;
+    if (w.opcode == WqeOpcode::kSendInv && last) f.ieth = fabric::IethFields{RKey(w.invalidate_key())};
     if (qp_.type == QpType::kUd) {
       f.dlid = Lid(w.ud.dlid);
       f.sl = w.ud.sl;

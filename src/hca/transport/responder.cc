@@ -157,12 +157,13 @@ bool Responder::scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data) {
   return true;
 }
 
-void Responder::complete_recv(const fabric::PacketFields& f, CqeOpcode op, uint32_t byte_len) {
+void Responder::complete_recv(const fabric::PacketFields& f, CqeOpcode op, uint32_t byte_len,
+                              std::optional<uint32_t> imm) {
   Completer::RecvInfo info;
   info.opcode = op;
   info.wqe_counter = qp_.resp.recv.wqe_counter;
   info.byte_len = byte_len;
-  info.imm = f.imm.value_or(0);
+  info.imm = imm.value_or(f.imm.value_or(0));
   info.solicited = f.solicited;
   info.slid = f.slid.value();
   info.sl = f.sl;
@@ -189,6 +190,14 @@ Responder::Placed Responder::place_send(const fabric::PacketFields& f, std::span
   if (rb.offset + payload.size() > rb.capacity) return Placed::kLength;
   if (!scatter_recv(rb, payload)) return Placed::kLocalProt;
   if (info.ends_message()) {
+    if (f.ieth) {
+      // After every other check (IBA o9-5.2.1): a key that is not a type 2 window of this QP
+      // bound to it is an invalid request, NAKed; the receive WQE is flushed with the QP.
+      const uint32_t key = f.ieth->rkey.value();
+      if (!dev_.invalidate_window(key, protection_pdn(), qp_.qpn)) return Placed::kInvalid;
+      complete_recv(f, CqeOpcode::kRespSendInv, static_cast<uint32_t>(rb.offset), std::bit_cast<uint32_t>(Be32(key)));
+      return Placed::kOk;
+    }
     const bool imm = f.imm.has_value();
     complete_recv(f, imm ? CqeOpcode::kRespSendImm : CqeOpcode::kRespSend, static_cast<uint32_t>(rb.offset));
   }
@@ -235,7 +244,7 @@ Responder::Placed Responder::place_write(const fabric::PacketFields& f, std::spa
 Responder::Placed Responder::check_write_target(uint64_t va, uint32_t rkey, uint64_t len, Translation& t) const {
   if (!takes_write_of(len)) return (qp_.attr.access_flags & kAccessRemoteWrite) ? Placed::kInvalid : Placed::kAccess;
   t = Translation{KeyCheck::kOk, 0};
-  if (len > 0) t = dev_.mkeys_.translate(rkey, protection_pdn(), va, len, kAccessRemoteWrite);
+  if (len > 0) t = dev_.mkeys_.translate_remote(rkey, protection_pdn(), qp_.qpn, va, len, kAccessRemoteWrite);
   return t.result == KeyCheck::kOk ? Placed::kOk : Placed::kAccess;
 }
 
@@ -257,7 +266,7 @@ Responder::Placed Responder::execute_read(const fabric::PacketFields& f) {
   const uint64_t len = f.reth->dma_len;
   if (len > dev_.config_.caps.max_msg_sz) return Placed::kInvalid;
   Translation t{KeyCheck::kOk, 0};
-  if (len > 0) t = dev_.mkeys_.translate(f.reth->rkey.value(), protection_pdn(), f.reth->va, len, kAccessRemoteRead);
+  if (len > 0) t = dev_.mkeys_.translate_remote(f.reth->rkey.value(), protection_pdn(), qp_.qpn, f.reth->va, len, kAccessRemoteRead);
   if (t.result != KeyCheck::kOk) return Placed::kAccess;
   const uint32_t m = mtu();
   const uint32_t n = len == 0 ? 1 : static_cast<uint32_t>(ceil_div(len, m));
@@ -291,7 +300,7 @@ Responder::Placed Responder::execute_atomic(const fabric::PacketFields& f) {
   if (!(qp_.attr.access_flags & kAccessRemoteAtomic)) return Placed::kAccess;
   const fabric::AtomicEthFields& a = *f.atomic_eth;
   if (a.va % 8 != 0) return Placed::kInvalid;  // atomics need natural alignment (IBA 9.4.5)
-  const Translation t = dev_.mkeys_.translate(a.rkey.value(), protection_pdn(), a.va, 8, kAccessRemoteAtomic);
+  const Translation t = dev_.mkeys_.translate_remote(a.rkey.value(), protection_pdn(), qp_.qpn, a.va, 8, kAccessRemoteAtomic);
   if (t.result != KeyCheck::kOk) return Placed::kAccess;
   if (t.host_addr % 8 != 0) return Placed::kInvalid;  // an MR whose iova and address differ mod 8
   const std::optional<uint64_t> result = fabric::opcode_info(f.opcode).kind == OpKind::kCompareSwap

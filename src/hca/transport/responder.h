@@ -102,7 +102,10 @@ class Responder {
   bool take_srq_wqe(RecvBuffer& rb, uint32_t srqn);
   void check_srq_limit(SharedReceiveQueue& srq, uint32_t srqn);  // after a WQE was taken from an armed SRQ
   bool scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data);
-  void complete_recv(const fabric::PacketFields& f, hwif::CqeOpcode op, uint32_t byte_len);
+  // imm: what the CQE carries in its immediate field (raw, network order) when it is not the
+  // packet's immediate (the invalidated key of a SEND with invalidate).
+  void complete_recv(const fabric::PacketFields& f, hwif::CqeOpcode op, uint32_t byte_len,
+                     std::optional<uint32_t> imm = std::nullopt);
   void report_rc_error(const fabric::PacketFields& f, Placed p);
 
   void send_ack(uint32_t psn, uint8_t syndrome);

@@ -54,6 +54,10 @@ constexpr BthOpcode request_opcode(hwif::QpType type, hwif::WqeOpcode op, Packet
     case WqeOpcode::kRdmaRead: return reliable_opcode(type, BthOpcode::kRcRdmaReadRequest);
     case WqeOpcode::kAtomicCs: return reliable_opcode(type, BthOpcode::kRcCompareSwap);
     case WqeOpcode::kAtomicFa: return reliable_opcode(type, BthOpcode::kRcFetchAdd);
+    case WqeOpcode::kSendInv:
+      if (pos == PacketPosition::kLast) return reliable_opcode(type, BthOpcode::kRcSendLastInv);
+      if (pos == PacketPosition::kOnly) return reliable_opcode(type, BthOpcode::kRcSendOnlyInv);
+      break;
     default: break;
   }
   const bool write = op == WqeOpcode::kRdmaWrite || op == WqeOpcode::kRdmaWriteImm;

@@ -172,7 +172,9 @@ int FakeDevice::execute(hwif::CmdOpcode op, const void* in, size_t /*in_len*/, v
     case O::kOpenQp:
     case O::kAllocDm:
     case O::kFreeDm:
-      return EOPNOTSUPP;  // XRC and device memory are tested against the device model (tests/conformance)
+    case O::kAllocMw:
+    case O::kDeallocMw:
+      return EOPNOTSUPP;  // XRC, device memory and windows are tested against the device model (tests/conformance)
   }
   return EOPNOTSUPP;
 }

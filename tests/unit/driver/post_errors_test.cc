@@ -150,11 +150,18 @@ TEST(PostErrors, AtomicsAndWritesOnUdAndUnsupportedOpcodesAreEinval) {
   EXPECT_EQ(post_send(ud, &wr, &bad), EINVAL);
   ibv_send_wr no_ah = send_wr(1, &sge, 1);
   EXPECT_EQ(post_send(ud, &no_ah, &bad), EINVAL);
+  // SEND with invalidate is RC's and XRC's; windows are bound on connected QPs only.
+  ibv_send_wr inv = send_wr(1, &sge, 1, IBV_WR_SEND_WITH_INV);
+  EXPECT_EQ(post_send(ud, &inv, &bad), EINVAL);
+  ibv_send_wr local_inv = send_wr(1, &sge, 0, IBV_WR_LOCAL_INV);
+  EXPECT_EQ(post_send(ud, &local_inv, &bad), EINVAL);
 
   ibv_qp* rc = h.qp(IBV_QPT_RC);
   h.to_rts(rc);
-  ibv_send_wr inv = send_wr(1, &sge, 1, IBV_WR_SEND_WITH_INV);
-  EXPECT_EQ(post_send(rc, &inv, &bad), EINVAL);
+  ibv_send_wr tso = send_wr(1, &sge, 1, IBV_WR_TSO);
+  EXPECT_EQ(post_send(rc, &tso, &bad), EINVAL);
+  ibv_send_wr bind_nothing = send_wr(1, &sge, 0, IBV_WR_BIND_MW);  // bind_mw.mw is NULL
+  EXPECT_EQ(post_send(rc, &bind_nothing, &bad), EINVAL);
   ibv_send_wr no_sge_atomic = send_wr(1, &sge, 0, IBV_WR_ATOMIC_CMP_AND_SWP);
   EXPECT_EQ(post_send(rc, &no_sge_atomic, &bad), EINVAL);
   EXPECT_TRUE(h.dev.mmio.empty());

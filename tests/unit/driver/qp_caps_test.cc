@@ -136,13 +136,17 @@ TEST(QpCaps, UnsupportedQpTypesAndSendOpsAreEopnotsupp) {
   EXPECT_EQ(create_qp(h.pd(), &a, 0), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   a = init_attr(cq, IBV_QPT_RC, 16, 1, 0);
-  EXPECT_EQ(create_qp(h.pd(), &a, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_LOCAL_INV), nullptr);
+  EXPECT_EQ(create_qp(h.pd(), &a, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(create_qp(h.pd(), &a, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   a = init_attr(cq, IBV_QPT_UD, 16, 1, 0);
   EXPECT_EQ(create_qp(h.pd(), &a, IBV_QP_EX_WITH_RDMA_WRITE), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   a = init_attr(cq, IBV_QPT_UC, 16, 1, 0);
   EXPECT_EQ(create_qp(h.pd(), &a, IBV_QP_EX_WITH_RDMA_READ), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(create_qp(h.pd(), &a, IBV_QP_EX_WITH_SEND_WITH_INV), nullptr);  // RC's and XRC's only
   EXPECT_EQ(errno, EOPNOTSUPP);
   a = init_attr(cq, IBV_QPT_RC, 16, 1, 0);
   ibv_qp* qp = create_qp(h.pd(), &a, kSupportedSendOps);
