@@ -234,6 +234,7 @@ int Device::cmd_resize_cq(const ResizeCqIn& in, ResizeCqOut& out) {
   if (outstanding > in.cqe) return EINVAL;
   cq->ring = in.ring_addr;
   cq->log_nent = in.log_nent;
+  cq->ci_seen = *dbrec & 0xffffff;
   out.pi = cq->pi;
   return 0;
 }

@@ -50,7 +50,7 @@ struct DeviceState {
   // timestamps and moderation; 12: XRC domains, XRC SRQs and TGT QPs; 13: a CQ's pi at its last
   // completion event (CompletionQueue::event_pi); 14: device memory (DeviceMemoryState, a memory
   // key's dmn); 15: memory windows (a memory key's kind, MR, QP and window count)
-  static constexpr uint32_t kVersion = 15;
+  static constexpr uint32_t kVersion = 16;
 
   uint64_t magic = 0;
   uint32_t version = 0;

@@ -29,6 +29,7 @@ DeviceStats& DeviceStats::operator+=(const DeviceStats& o) {
   acks_sent += o.acks_sent;
   cqes_written += o.cqes_written;
   express_writes += o.express_writes;
+  express_sends += o.express_sends;
   naks_sent += o.naks_sent;
   rnr_naks_sent += o.rnr_naks_sent;
   retransmitted_packets += o.retransmitted_packets;

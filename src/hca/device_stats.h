@@ -35,6 +35,7 @@ struct alignas(64) DeviceStats {
   uint64_t acks_sent = 0;
   uint64_t cqes_written = 0;
   uint64_t express_writes = 0;  // looped-back WRITEs carried out at once (transport/express.cc)
+  uint64_t express_sends = 0;   // looped-back SENDs placed at once into a receive WQE (the same)
   uint64_t naks_sent = 0;
   uint64_t rnr_naks_sent = 0;
   uint64_t retransmitted_packets = 0;

@@ -56,6 +56,9 @@ struct CompletionQueue {
   uint32_t mod_pending = 0;          // qualifying CQEs written since the arm, event not yet raised
   Picoseconds mod_deadline{-1};      // -1: no moderation timer running
   uint32_t event_pi = 0;             // pi when the last completion event was raised (Completer::arm)
+  // The consumer index last read from the doorbell record: the driver only moves it on, so while
+  // pi is less than a ring ahead of it no CQE can overrun, and the record is not read (Completer::write).
+  uint32_t ci_seen = 0;
 };
 
 struct SharedReceiveQueue {

@@ -96,6 +96,7 @@ json packet_stats_json(const hca::DeviceStats& s) {
           {"cqes_written", s.cqes_written},
           {"cq_overruns", s.cq_overruns},
           {"express_writes", s.express_writes},
+          {"express_sends", s.express_sends},
           {"dropped", drops}};
 }
 

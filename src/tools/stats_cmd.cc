@@ -45,6 +45,7 @@ constexpr PacketRow kPacketRows[] = {
     {"cqes_written", "CQEs written"},
     {"cq_overruns", "CQ overruns"},
     {"express_writes", "express WRITEs"},
+    {"express_sends", "express SENDs"},
 };
 
 // The per-QP columns (runtime/stats_json.cc qp_json), in table order.

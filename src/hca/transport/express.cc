@@ -14,9 +14,14 @@
 // in one mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path;
 // so does a WRITE through a memory window (a bind or an invalidation inside one entry point would
 // leave a key mapped here that no longer opens the memory).
+#include <bit>
+#include <cstddef>
+
 #include "base/copy.h"
+#include "hca/completer.h"
 #include "hca/transport/requester.h"
 #include "hca/transport/responder.h"
+#include "hwif/doorbell_record.h"
 
 namespace softhca::hca {
 
@@ -72,9 +77,7 @@ std::span<const uint8_t> Requester::express_source_new_key(const SendWqe& w) {
 bool Requester::express_write(const SendRecord& rec) {
   const SendWqe& w = rec.wqe;
   // Into a loopback queue holding only ACKs, to a target whose state is the one checked.
-  if (w.opcode != WqeOpcode::kRdmaWrite || !open_link() || !dev_.loop_holds_only_acks() ||
-      link_.target->state() != link_.target_state)
-    return false;
+  if (w.opcode != WqeOpcode::kRdmaWrite || !express_open_now()) return false;
   QueuePair& target = *link_.target;
   // The source: inline bytes in the send queue, or one SGE in one mapping.
   std::span<const uint8_t> source;
@@ -96,23 +99,62 @@ bool Requester::express_write(const SendRecord& rec) {
     place_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
   }
   ++dev_.stats_->express_writes;
+  count_express_packets(rec, responder, dest->host_addr);
+  return true;
+}
+
+bool Requester::express_send(const SendRecord& rec) {
+  const SendWqe& w = rec.wqe;
+  // SEND with invalidate changes a key of the target: the packet path.
+  if ((w.opcode != WqeOpcode::kSend && w.opcode != WqeOpcode::kSendImm) || !express_open_now()) return false;
+  QueuePair& target = *link_.target;
+  std::span<const uint8_t> source;
+  if (!w.is_inline && w.length > 0) {
+    source = express_source(rec);
+    if (source.empty()) return false;
+  }
+  Responder responder(dev_, target);
+  const std::optional<Responder::ExpressTarget> dest = responder.express_recv_target(rec.first_psn, w.length, link_.recv);
+  if (!dest) return false;
+
+  // Committed, as express_write(): the bytes, the receive CQE (written when the last packet is
+  // placed, before its ACK goes back), then the packets counted.
+  const auto len = static_cast<uint32_t>(w.length);
+  if (len > 0 && w.is_inline) {
+    place_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory, len);
+  } else if (len > 0) {
+    place_bytes(dest->memory, source.data(), len);
+  }
+  ++dev_.stats_->express_sends;
+  {
+    const Device::QpScope scope(dev_, target);  // the CQE is the target's
+    responder.express_received(w, dev_.lid(), qp_.attr.av.sl);
+  }
+  count_express_packets(rec, responder, dest->host_addr);
+  return true;
+}
+
+void Requester::count_express_packets(const SendRecord& rec, Responder& responder, uint64_t dest_addr) {
+  const SendWqe& w = rec.wqe;
+  QueuePair& target = *link_.target;
   QueuePair* sender = dev_.tx_qp_;
   const Device::QpScope scope(dev_, target);  // the ACKs are the target's
   // ACKs that come straight back are counted here and taken by pump() (one: they are cumulative);
   // others go out through the responder as from the packet path.
   const bool ack_here = link_.ack_here;
+  const auto len = static_cast<uint32_t>(w.length);
   const uint32_t m = mtu();
   const uint64_t source_addr = rec.sge0_host_addr;
   for (uint32_t i = 0; i < rec.npkts; ++i) {
     const uint64_t off = uint64_t{i} * m;
     const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(m, len - off));
-    const BthOpcode op = request_opcode(QpType::kRc, WqeOpcode::kRdmaWrite, position_of(i, rec.npkts));
+    const BthOpcode op = request_opcode(QpType::kRc, w.opcode, position_of(i, rec.npkts));
     const size_t wire_bytes = fabric::local_wire_bytes(op, chunk);
     dev_.count_sent(sender, wire_bytes);
     dev_.count_taken(target, 1, wire_bytes);
     if (chunk > 0) {
       if (!w.is_inline) dev_.dma_.count_read(source_addr + off, chunk, pcie::TlpCause::kPayloadRead);
-      dev_.dma_.count_write(dest->host_addr + off, chunk, pcie::TlpCause::kPayloadWrite);
+      dev_.dma_.count_write(dest_addr + off, chunk, pcie::TlpCause::kPayloadWrite);
     }
     const bool last = i + 1 == rec.npkts;
     const bool ack_req = rc_asks_ack(i, rec.npkts);
@@ -124,7 +166,70 @@ bool Requester::express_write(const SendRecord& rec) {
     }
   }
   if (ack_here) express_acked_ = psn_add(rec.first_psn, rec.npkts - 1);
+}
+
+// ---- the responder's side of an express SEND ---------------------------------------------------
+
+bool Responder::express_recv_posted() {
+  uint64_t dbrec = 0;
+  uint16_t* cached = nullptr;
+  uint16_t taken = 0;
+  if (qp_.srqn == kNoSrq) {
+    dbrec = qp_.dbrec + offsetof(QpDbRec, rq_counter);
+    cached = &qp_.rq_posted_cached;
+    taken = qp_.rq_ci;
+  } else {
+    SharedReceiveQueue* srq = dev_.srqs_.find(qp_.srqn);
+    if (srq == nullptr) return false;
+    dbrec = srq->dbrec + offsetof(SrqDbRec, counter);
+    cached = &srq->posted_cached;
+    taken = srq->consumed;
+  }
+  if (*cached != taken) return true;
+  // Uncounted and without a fault recorded: the packet path reads it again, counted, when this
+  // finds nothing (its RNR NAK) or cannot read it (its error).
+  const std::optional<uint32_t> raw = dev_.dma_.read_dbrec(dbrec, pcie::TlpCause::kDbRecRead, false);
+  if (!raw) return false;
+  const auto posted = static_cast<uint16_t>(std::endian::native == std::endian::little ? __builtin_bswap32(*raw) : *raw);
+  if (posted == taken) return false;
+  *cached = posted;
+  dev_.dma_.count_read(dbrec, sizeof(uint32_t), pcie::TlpCause::kDbRecRead);  // the read take_recv_wqe() would make
   return true;
+}
+
+std::optional<Responder::ExpressTarget> Responder::express_recv_target(uint32_t psn, uint64_t len, MappedKey& key) {
+  if (psn != qp_.resp.epsn || qp_.type != QpType::kRc) return std::nullopt;
+  RecvBuffer& rb = qp_.resp.recv;
+  // place_send(): a WQE held with bytes placed is a broken message's (kInvalid there).
+  if (rb.valid && rb.offset != 0) return std::nullopt;
+  // Taken as the first packet would take it; a fault reading it is left to the packet path.
+  if (!rb.valid && (!express_recv_posted() || !take_recv_wqe(rb))) return std::nullopt;
+  if (len > rb.capacity) return std::nullopt;  // the packet path's length error
+  if (len == 0) return ExpressTarget{};
+  // One SGE that holds it all, through a key that opens it for local writes in one mapping.
+  const Sge& s = rb.sge[0];
+  if (s.length < len) return std::nullopt;
+  if (uint8_t* memory = key.at(s.lkey, s.addr, len)) return ExpressTarget{key.key().host_at(s.addr), memory};
+  const Translation t = dev_.mkeys_.translate(s.lkey, pdn_for_recv(), s.addr, len, kAccessLocalWrite);
+  if (t.result != KeyCheck::kOk || t.key->is_window()) return std::nullopt;
+  key = MappedKey{*t.key, dev_.dma_.map_prefix(t.key->host_addr, t.key->length)};
+  uint8_t* memory = key.at(s.lkey, s.addr, len);
+  if (memory == nullptr) return std::nullopt;
+  return ExpressTarget{t.host_addr, memory};
+}
+
+void Responder::express_received(const SendWqe& w, uint32_t slid, uint8_t sl) {
+  // complete_recv() with the fields the last packet would carry (no GRH, no DETH on RC).
+  Completer::RecvInfo info;
+  info.opcode = w.has_imm() ? CqeOpcode::kRespSendImm : CqeOpcode::kRespSend;
+  info.wqe_counter = qp_.resp.recv.wqe_counter;
+  info.byte_len = static_cast<uint32_t>(w.length);
+  info.imm = w.has_imm() ? w.imm : 0;
+  info.solicited = w.solicited;
+  info.slid = slid;
+  info.sl = sl;
+  Completer(dev_).recv_done(qp_, info);
+  qp_.resp.recv.valid = false;
 }
 
 uint32_t Requester::write_run_room() {

@@ -73,7 +73,7 @@ void Requester::pump(const SendRecord* hint) {
 bool Requester::send_express(const SendRecord& r) {
   RequesterState& rq = qp_.req;
   const bool resend = psn_cmp(rq.tx_psn, rq.max_sent_psn) < 0;
-  if (qp_.type != QpType::kRc || resend || !fits_window(r) || !express_write(r)) return false;
+  if (qp_.type != QpType::kRc || resend || !fits_window(r) || !(express_write(r) || express_send(r))) return false;
   rq.tx_psn = rq.max_sent_psn = psn_add(r.first_psn, r.npkts);
   return true;
 }

@@ -11,6 +11,8 @@
 
 namespace softhca::hca {
 
+class Responder;
+
 // At most 128 unacknowledged PSNs per QP (as Linux rxe, figures.md R1); an ACK is requested at
 // least every 64 packets (R1).
 inline constexpr uint32_t kMaxUnackedPsns = 128;
@@ -56,6 +58,17 @@ class Requester {
   // packet and DMA counted as on the wire. False, with nothing done, when it must take the packet
   // path (anything the responder would refuse, payload not in one mapping, other packets queued).
   bool express_write(const SendRecord& rec);
+  // The same for a whole SEND or SEND with immediate into the receive WQE the target would
+  // consume (RQ or SRQ), its CQE written as the last packet would write it.
+  bool express_send(const SendRecord& rec);
+  // What express_write() and express_send() share: whether this QP's messages may go express now
+  // (the link open, only ACKs queued, the target's state unchanged), and the source bytes.
+  bool express_open_now() {
+    return open_link() && dev_.loop_holds_only_acks() && link_.target->state() == link_.target_state;
+  }
+  // Counts each packet of a message placed express as the wire would (sent, taken, its payload DMAs)
+  // and the responder's state and ACKs it leaves; `dest_addr` where the payload went.
+  void count_express_packets(const SendRecord& rec, Responder& responder, uint64_t dest_addr);
   // Whether the ACKs `target` sends come straight back to this QP (its connected peer is us, on a
   // route that loops back and a P_Key we take): an express WRITE's ACK is then taken at once.
   [[nodiscard]] bool acks_come_back_from(const QueuePair& target) const;
@@ -69,6 +82,7 @@ class Requester {
     bool ack_here = false;         // acks_come_back_from(target)
     MappedKey dest;                // the remote key last written through
     MappedKey source;              // the local key last read from
+    MappedKey recv;                // the target's local key last received into
   };
   // The link for this QP's WRITEs, opened at the first call; false when they cannot go express
   // in this entry point (not looped back on InfiniBand, or a target that takes no WRITE).

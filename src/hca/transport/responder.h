@@ -58,6 +58,15 @@ class Responder {
     }
     if (ack_req) send_ack(psn, ack_syndrome());
   }
+  // A looped-back SEND of `len` bytes whose first packet has PSN `psn` (express.cc): where its
+  // bytes go — the first SGE of the receive WQE it would consume, in one mapping — when every check
+  // on_rc() and place_send() make would pass; nullopt otherwise (the packets then take the ordinary
+  // path). The receive WQE may have been taken meanwhile (held in resp.recv, nothing placed), as
+  // the packet path would have taken it: its doorbell record and WQE reads are counted once either
+  // way. `key`: the local key the last one was placed through.
+  [[nodiscard]] std::optional<ExpressTarget> express_recv_target(uint32_t psn, uint64_t len, MappedKey& key);
+  // Such a SEND was placed whole: its receive WQE completes (the CQE the last packet writes).
+  void express_received(const SendWqe& w, uint32_t slid, uint8_t sl);
   // `n` WRITEs of one packet each, from the expected PSN on, were placed: the state n calls of
   // express_placed(psn, true, false) leave.
   void express_run_placed(uint32_t n) {
@@ -99,6 +108,9 @@ class Responder {
     return false;
   }
   bool take_rq_wqe(RecvBuffer& rb);
+  // Whether a receive WQE is posted (RQ or SRQ), asking the doorbell record when the cached count
+  // says none; that read is counted only when it finds one (the packet path then reads nothing).
+  bool express_recv_posted();
   bool take_srq_wqe(RecvBuffer& rb, uint32_t srqn);
   void check_srq_limit(SharedReceiveQueue& srq, uint32_t srqn);  // after a WQE was taken from an armed SRQ
   bool scatter_recv(RecvBuffer& rb, std::span<const uint8_t> data);

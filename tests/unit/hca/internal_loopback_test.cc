@@ -1,5 +1,5 @@
 // The device's internal loopback (Device::set_internal_loopback, docs/live-mode.md): packets to
-// its own LID go to the receive side as fields, never serialised. Each test runs one workload
+// its own LID go to the receive side as fields, never serialised; WRITEs and SENDs go express. Each test runs one workload
 // twice — on the wire (every packet through the port, every TLP reported one by one) and looped
 // back inside (nothing through the port, TLPs reported as runs) — and expects the same packet
 // counters, the same PCIe counters, the same completions and the same bytes in memory.
@@ -81,7 +81,12 @@ void expect_same(const Outcome& wire, const Outcome& inside) {
     EXPECT_EQ(inside.cqes0[i].syndrome, wire.cqes0[i].syndrome);
     EXPECT_EQ(inside.cqes0[i].wqe_counter, wire.cqes0[i].wqe_counter);
   }
-  EXPECT_EQ(inside.cqes1.size(), wire.cqes1.size());
+  ASSERT_EQ(inside.cqes1.size(), wire.cqes1.size());
+  for (size_t i = 0; i < wire.cqes1.size(); ++i) {
+    EXPECT_EQ(inside.cqes1[i].opcode, wire.cqes1[i].opcode);
+    EXPECT_EQ(inside.cqes1[i].syndrome, wire.cqes1[i].syndrome);
+    EXPECT_EQ(inside.cqes1[i].wqe_counter, wire.cqes1[i].wqe_counter);
+  }
   EXPECT_TRUE(inside.memory == wire.memory);
 }
 
@@ -277,6 +282,127 @@ TEST(InternalLoopback, ARunThatMeetsABadLocalBufferStopsThereAsOnTheWire) {
   EXPECT_EQ(inside.stats.express_writes, 2u);
   ASSERT_EQ(inside.cqes0.size(), 4u);
   EXPECT_EQ(inside.cqes0[2].syndrome, static_cast<uint8_t>(hwif::CqeSyndrome::kLocProtErr));
+}
+
+// ---- SENDs ----------------------------------------------------------------------------------------
+
+TEST(InternalLoopback, ASendIntoAPostedReceiveIsPlacedWholeAndCountedAsOnTheWire) {
+  // 3000 bytes at a 1024-byte MTU: three packets, one ACK; the receive WQE and doorbell record
+  // are read once, the receive CQE written once.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post_recv(1, 4096, 200000);
+    lb.post(dev, 0, WqeOpcode::kSend, 3000, 100, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.packets_sent, 4u);  // Expect: 3 requests + 1 ACK
+  EXPECT_EQ(wire.stats.express_sends, 0u);
+  EXPECT_EQ(inside.stats.express_sends, 1u);
+  ASSERT_EQ(inside.cqes1.size(), 1u);
+  EXPECT_EQ(inside.cqes1[0].opcode, hwif::CqeOpcode::kRespSend);
+  ASSERT_EQ(inside.cqes0.size(), 1u);
+  EXPECT_EQ(inside.cqes0[0].syndrome, 0u);
+  EXPECT_EQ(std::memcmp(inside.memory.data() + 200000, inside.memory.data() + 100, 3000), 0);
+}
+
+TEST(InternalLoopback, APostListOfSendsTakesOneReceiveEachAsOnTheWire) {
+  // Twelve SENDs (some with an immediate, one empty) behind one doorbell into twelve receives
+  // posted at once: one doorbell-record read for all of them, twelve receive CQEs in order.
+  constexpr int kList = 12;
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    for (int i = 0; i < kList; ++i) lb.post_recv(1, 256, 210000 + 256 * i);
+    for (int i = 0; i < kList; ++i) {
+      const WqeOpcode op = i % 3 == 1 ? WqeOpcode::kSendImm : WqeOpcode::kSend;
+      lb.post(dev, 0, op, i == 5 ? 0 : 8 + 16 * i, 64 * i, 0, 0, /*signaled=*/i == kList - 1, /*ring=*/false);
+    }
+    lb.ring(dev, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.express_sends, static_cast<uint64_t>(kList));
+  ASSERT_EQ(inside.cqes1.size(), static_cast<size_t>(kList));
+  for (int i = 0; i < kList; ++i) {
+    EXPECT_EQ(inside.cqes1[i].wqe_counter, i);
+    EXPECT_EQ(inside.cqes1[i].opcode, i % 3 == 1 ? hwif::CqeOpcode::kRespSendImm : hwif::CqeOpcode::kRespSend);
+  }
+  EXPECT_EQ(std::memcmp(inside.memory.data() + 210000 + 256 * 11, inside.memory.data() + 64 * 11, 8 + 16 * 11), 0);
+}
+
+TEST(InternalLoopback, ASendWithNoReceivePostedIsRnrNakedThenDeliveredAsOnTheWire) {
+  // Nothing posted: the doorbell record is read (counted once), the SEND takes the packet path
+  // and is RNR NAKed; once a receive is posted, the resend after the RNR timer lands.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post(dev, 0, WqeOpcode::kSend, 64, 300, 0);
+    lb.pump(dev);
+    lb.post_recv(1, 128, 220000);
+    lb.tick(dev, Picoseconds(int64_t{1'000'000'000}));  // the resend is left queued for run()
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.rnr_naks_sent, 1u);
+  EXPECT_EQ(inside.stats.express_sends, 0u);  // Expect: neither the first try nor the resend
+  ASSERT_EQ(inside.cqes1.size(), 1u);
+  EXPECT_EQ(inside.cqes1[0].syndrome, 0u);
+  ASSERT_EQ(inside.cqes0.size(), 1u);
+  EXPECT_EQ(inside.cqes0[0].syndrome, 0u);
+  EXPECT_EQ(std::memcmp(inside.memory.data() + 220000, inside.memory.data() + 300, 64), 0);
+}
+
+TEST(InternalLoopback, ASendLongerThanItsReceiveFailsBothSidesAsOnTheWire) {
+  // 200 bytes into a 100-byte receive: a local length error on the receive, a NAK (invalid
+  // request), and the sender's WQE fails with a remote invalid request error.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post_recv(1, 100, 230000);
+    lb.post(dev, 0, WqeOpcode::kSend, 200, 0, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.express_sends, 0u);
+  EXPECT_EQ(inside.stats.naks_sent, 1u);
+  ASSERT_EQ(inside.cqes1.size(), 1u);
+  EXPECT_EQ(inside.cqes1[0].syndrome, static_cast<uint8_t>(hwif::CqeSyndrome::kLocLenErr));
+  ASSERT_EQ(inside.cqes0.size(), 1u);
+  EXPECT_EQ(inside.cqes0[0].syndrome, static_cast<uint8_t>(hwif::CqeSyndrome::kRemInvReqErr));
+}
+
+TEST(InternalLoopback, ASendIntoAReceiveWithABadKeyFailsAsOnTheWire) {
+  // The receive's buffer runs past its key: the first SEND is not placed express (the key does
+  // not open the buffer) and fails with the receive's local protection error; the next is flushed.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post_recv(1, 4096, Loopback::kBufBytes - 64);
+    lb.post_recv(1, 64, 240000);
+    lb.post(dev, 0, WqeOpcode::kSend, 1000, 0, 0, 0, true, false);
+    lb.post(dev, 0, WqeOpcode::kSend, 8, 0, 0, 0, true, false);
+    lb.ring(dev, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.express_sends, 0u);
+  ASSERT_FALSE(inside.cqes1.empty());
+  EXPECT_EQ(inside.cqes1[0].syndrome, static_cast<uint8_t>(hwif::CqeSyndrome::kLocProtErr));
+  ASSERT_EQ(inside.cqes0.size(), 2u);
+  EXPECT_NE(inside.cqes0[0].syndrome, 0u);
+}
+
+TEST(InternalLoopback, SendsAndWritesInterleavedInOneDoorbellAreCountedAsOnTheWire) {
+  // WRITEs (one SGE and inline) and SENDs (one SGE, with and without an immediate) in one post
+  // list, each going express in turn; no WQE reads what another writes (on the wire every WQE is
+  // read before any lands, looped back each lands first: which bytes such a SEND carried would
+  // differ, as it may on hardware).
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post_recv(1, 512, 250000);
+    lb.post_recv(1, 512, 251000);
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 256, 1000, 5000, 0, false, false);
+    lb.post(dev, 0, WqeOpcode::kSend, 256, 6000, 0, 0, false, false);
+    lb.post_inline_write(dev, 0, 16, 2000, 7000, false, false);
+    lb.post(dev, 0, WqeOpcode::kSendImm, 300, 8000, 0, 0, true, false);
+    lb.ring(dev, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work);
+  EXPECT_EQ(inside.stats.express_sends, 2u);
+  EXPECT_EQ(inside.stats.express_writes, 2u);
+  ASSERT_EQ(inside.cqes1.size(), 2u);
+  EXPECT_EQ(inside.cqes1[1].opcode, hwif::CqeOpcode::kRespSendImm);
+  const uint8_t* m = inside.memory.data();
+  EXPECT_EQ(std::memcmp(m + 5000, m + 1000, 256), 0);
+  EXPECT_EQ(std::memcmp(m + 250000, m + 6000, 256), 0);
+  EXPECT_EQ(std::memcmp(m + 7000, m + 2000, 16), 0);
+  EXPECT_EQ(std::memcmp(m + 251000, m + 8000, 300), 0);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// A test bench for one device with two RC QPs connected to each other through the device's own
+// A test bench for one device with two RC QPs (WQEs and receive WQEs written by the bench) connected to each other through the device's own
 // port (loopback: packets sent are queued, then handed to a chosen Device object). Rings and the
 // data buffer are test memory; WQEs are written by hand in the hwif format; time moves by hand.
 // Each side (0, 1) has its own PD, memory key over the whole buffer, CQ and QP, so the two can
@@ -84,6 +84,7 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     alignas(64) hwif::QpDbRec qp_db{};
     alignas(64) hwif::CqDbRec cq_db{};
     uint16_t sq_pi = 0;
+    uint16_t rq_pi = 0;
     const uint8_t* last_wqe = nullptr;
     uint32_t cq_ci = 0;
   };
@@ -208,6 +209,20 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     if (ring) this->ring(dev, s);
   }
 
+  // A receive WQE on side s for len bytes at buf[local] (one data segment; lkey: side s's key
+  // unless given), announced in the doorbell record.
+  void post_recv(int s, uint32_t len, uint64_t local, uint32_t lkey = 0) {
+    using namespace hwif;
+    Side& d = sides_[s];
+    DataSeg dseg{};
+    dseg.byte_count = len;
+    dseg.lkey = lkey != 0 ? lkey : d.key;
+    dseg.addr = addr(buf_.data()) + local;
+    std::memcpy(d.rq.data() + (d.rq_pi & ((1u << kLogRq) - 1)) * sizeof dseg, &dseg, sizeof dseg);
+    ++d.rq_pi;
+    d.qp_db.rq_counter = d.rq_pi;
+  }
+
   // The doorbell of side s for everything posted so far: the first 8 bytes of the last WQE.
   void ring(hca::Device& dev, int s) {
     dev.mmio_write(hwif::uar_page_offset(0) + hwif::bfreg_offset(1), sides_[s].last_wqe, hwif::kDoorbellBytes);
@@ -252,9 +267,13 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
 
   // Moves time on and runs the device's timers, then the packets they sent.
   void advance(hca::Device& dev, Picoseconds d) {
+    tick(dev, d);
+    pump(dev);
+  }
+  // Moves time on and runs the device's timers; what they send stays queued.
+  void tick(hca::Device& dev, Picoseconds d) {
     now_ += d;
     dev.on_timer(now_);
-    pump(dev);
   }
 
   // EngineClock
