@@ -1,4 +1,5 @@
-// The express path of a looped-back RC WRITE (docs/live-mode.md, "Express WRITEs").
+// The express path of a looped-back RC WRITE or SEND (docs/live-mode.md, "Express WRITEs",
+// "Express SENDs").
 //
 // A WRITE from one QP of this device to another would go out as packets into the loopback queue,
 // come back out of it, and be placed packet by packet, each with its PacketFields built, sized,
@@ -10,8 +11,12 @@
 // itself, the usual case), the requester takes the last one once pump() has sent what it could, as
 // if it had been delivered from the queue; otherwise the responder sends them as on the packet path.
 //
-// Anything the responder would refuse (wrong PSN, key, access, state, P_Key, source), a payload not
-// in one mapping on either side, an immediate, GRH routes and the Ethernet link take the packet path;
+// A SEND lands in the receive WQE its first packet would take, whose CQE is written as the last
+// packet would write it.
+//
+// Anything the responder would refuse (wrong PSN, key, access, state, P_Key, source; no receive
+// WQE, one too short), a payload not in one mapping on either side (or not in a receive WQE's first
+// SGE), a WRITE with immediate, a SEND with invalidate, GRH routes and the Ethernet link take the packet path;
 // so does a WRITE through a memory window (a bind or an invalidation inside one entry point would
 // leave a key mapped here that no longer opens the memory).
 #include <bit>
@@ -27,8 +32,8 @@ namespace softhca::hca {
 
 using namespace hwif;
 
-bool Responder::takes_express(uint16_t pkey) const {
-  return !dev_.refuses(qp_, BthOpcode::kRcRdmaWriteFirst, pkey);
+bool Responder::takes_express(BthOpcode first, uint16_t pkey) const {
+  return !dev_.refuses(qp_, first, pkey);
 }
 
 std::optional<Responder::ExpressTarget> Responder::express_target_new_key(uint64_t va, uint32_t rkey, uint64_t len,
@@ -52,7 +57,9 @@ bool Requester::try_open_link() {
   // The target takes our WRITEs (its state, transport and P_Key) and they come from where it is
   // connected (Device::from_peer(): our LID, checked once here for the link's life; no GRH).
   QueuePair* target = dev_.qps_.find(qp_.attr.dest_qpn);
-  if (target == nullptr || !Responder(dev_, *target).takes_express(dev_.config_.port.pkeys[qp_.attr.pkey_index]) ||
+  const BthOpcode first = request_opcode(qp_.type, WqeOpcode::kRdmaWrite, PacketPosition::kFirst);
+  if (target == nullptr || target->type != qp_.type ||
+      !Responder(dev_, *target).takes_express(first, dev_.config_.port.pkeys[qp_.attr.pkey_index]) ||
       target->attr.av.dlid != dev_.lid())
     return false;
   // A target in RTR that has not yet raised COMM_EST takes the first packet the slow way
@@ -61,7 +68,7 @@ bool Requester::try_open_link() {
   link_.status = ExpressLink::Status::kOpen;
   link_.target = target;
   link_.target_state = target->state();
-  link_.ack_here = acks_come_back_from(*target);
+  link_.ack_here = qp_.type == QpType::kRc && acks_come_back_from(*target);  // UC: no ACKs
   return true;
 }
 
@@ -74,17 +81,26 @@ std::span<const uint8_t> Requester::express_source_new_key(const SendWqe& w) {
   return memory != nullptr ? std::span<const uint8_t>(memory, w.length) : std::span<const uint8_t>{};
 }
 
+bool Requester::express_source_of(const SendRecord& rec, std::span<const uint8_t>& source) {
+  if (rec.wqe.is_inline || rec.wqe.length == 0) return true;
+  source = express_source(rec);
+  return !source.empty();
+}
+
+void Requester::place_express(const SendWqe& w, std::span<const uint8_t> source, uint8_t* memory) {
+  const auto len = static_cast<uint32_t>(w.length);
+  if (len == 0) return;
+  if (w.is_inline) return place_from_ring(dev_.sq_shadow(qp_), w.inline_offset, memory, len);
+  place_bytes(memory, source.data(), len);  // the source may be the target's own buffer
+}
+
 bool Requester::express_write(const SendRecord& rec) {
   const SendWqe& w = rec.wqe;
   // Into a loopback queue holding only ACKs, to a target whose state is the one checked.
   if (w.opcode != WqeOpcode::kRdmaWrite || !express_open_now()) return false;
   QueuePair& target = *link_.target;
-  // The source: inline bytes in the send queue, or one SGE in one mapping.
   std::span<const uint8_t> source;
-  if (!w.is_inline && w.length > 0) {
-    source = express_source(rec);
-    if (source.empty()) return false;
-  }
+  if (!express_source_of(rec, source)) return false;
   Responder responder(dev_, target);
   const std::optional<Responder::ExpressTarget> dest =
       responder.express_target(rec.first_psn, w.remote_addr, w.rkey, w.length, link_.dest);
@@ -92,12 +108,7 @@ bool Requester::express_write(const SendRecord& rec) {
 
   // Committed: nothing below can fail. The bytes move first (a peer spinning on the last byte
   // may go on at once), then each packet is counted as the wire would have seen it.
-  const auto len = static_cast<uint32_t>(w.length);
-  if (len > 0 && w.is_inline) {
-    place_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory, len);
-  } else if (len > 0) {
-    place_bytes(dest->memory, source.data(), len);  // the source may be the target's own buffer
-  }
+  place_express(w, source, dest->memory);
   ++dev_.stats_->express_writes;
   count_express_packets(rec, responder, dest->host_addr);
   return true;
@@ -109,22 +120,14 @@ bool Requester::express_send(const SendRecord& rec) {
   if ((w.opcode != WqeOpcode::kSend && w.opcode != WqeOpcode::kSendImm) || !express_open_now()) return false;
   QueuePair& target = *link_.target;
   std::span<const uint8_t> source;
-  if (!w.is_inline && w.length > 0) {
-    source = express_source(rec);
-    if (source.empty()) return false;
-  }
+  if (!express_source_of(rec, source)) return false;
   Responder responder(dev_, target);
   const std::optional<Responder::ExpressTarget> dest = responder.express_recv_target(rec.first_psn, w.length, link_.recv);
   if (!dest) return false;
 
   // Committed, as express_write(): the bytes, the receive CQE (written when the last packet is
   // placed, before its ACK goes back), then the packets counted.
-  const auto len = static_cast<uint32_t>(w.length);
-  if (len > 0 && w.is_inline) {
-    place_from_ring(dev_.sq_shadow(qp_), w.inline_offset, dest->memory, len);
-  } else if (len > 0) {
-    place_bytes(dest->memory, source.data(), len);
-  }
+  place_express(w, source, dest->memory);
   ++dev_.stats_->express_sends;
   {
     const Device::QpScope scope(dev_, target);  // the CQE is the target's
@@ -142,13 +145,14 @@ void Requester::count_express_packets(const SendRecord& rec, Responder& responde
   // ACKs that come straight back are counted here and taken by pump() (one: they are cumulative);
   // others go out through the responder as from the packet path.
   const bool ack_here = link_.ack_here;
+  const bool rc = qp_.type == QpType::kRc;
   const auto len = static_cast<uint32_t>(w.length);
   const uint32_t m = mtu();
   const uint64_t source_addr = rec.sge0_host_addr;
   for (uint32_t i = 0; i < rec.npkts; ++i) {
     const uint64_t off = uint64_t{i} * m;
     const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(m, len - off));
-    const BthOpcode op = request_opcode(QpType::kRc, w.opcode, position_of(i, rec.npkts));
+    const BthOpcode op = request_opcode(qp_.type, w.opcode, position_of(i, rec.npkts));
     const size_t wire_bytes = fabric::local_wire_bytes(op, chunk);
     dev_.count_sent(sender, wire_bytes);
     dev_.count_taken(target, 1, wire_bytes);
@@ -157,7 +161,7 @@ void Requester::count_express_packets(const SendRecord& rec, Responder& responde
       dev_.dma_.count_write(dest_addr + off, chunk, pcie::TlpCause::kPayloadWrite);
     }
     const bool last = i + 1 == rec.npkts;
-    const bool ack_req = rc_asks_ack(i, rec.npkts);
+    const bool ack_req = rc && rc_asks_ack(i, rec.npkts);
     responder.express_placed(psn_add(rec.first_psn, i), last, ack_req && !ack_here);
     if (ack_req && ack_here) {
       ++dev_.stats_->acks_sent;
@@ -165,7 +169,7 @@ void Requester::count_express_packets(const SendRecord& rec, Responder& responde
       ++express_ack_packets_;
     }
   }
-  if (ack_here) express_acked_ = psn_add(rec.first_psn, rec.npkts - 1);
+  if (ack_here && rec.npkts > 0) express_acked_ = psn_add(rec.first_psn, rec.npkts - 1);
 }
 
 // ---- the responder's side of an express SEND ---------------------------------------------------
@@ -198,7 +202,8 @@ bool Responder::express_recv_posted() {
 }
 
 std::optional<Responder::ExpressTarget> Responder::express_recv_target(uint32_t psn, uint64_t len, MappedKey& key) {
-  if (psn != qp_.resp.epsn || qp_.type != QpType::kRc) return std::nullopt;
+  if (psn != qp_.resp.epsn || (qp_.type != QpType::kRc && qp_.type != QpType::kUc) || !whole_message_next())
+    return std::nullopt;
   RecvBuffer& rb = qp_.resp.recv;
   // place_send(): a WQE held with bytes placed is a broken message's (kInvalid there).
   if (rb.valid && rb.offset != 0) return std::nullopt;

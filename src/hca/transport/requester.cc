@@ -32,9 +32,12 @@ void Requester::execute(SendRecord& rec) {
   rec.npkts = packets_of(w, mtu());
   qp_.req.next_psn = psn_add(qp_.req.next_psn, rec.npkts);
   if (w.is_read() || w.is_atomic()) ++qp_.req.outstanding_rd;
-  // Nothing older waiting to go out: a WRITE may go at once, whole, as pump() would send it.
-  if (qp_.req.tx_psn == rec.first_psn && !qp_.req.rnr_wait && send_express(rec)) return after_sending();
-  pump(&rec);
+  // Nothing older waiting to go out: a WRITE or SEND may go at once, whole, as pump() would send it.
+  if (qp_.req.tx_psn == rec.first_psn && !qp_.req.rnr_wait && send_express(rec)) {
+    after_sending();
+  } else {
+    pump(&rec);
+  }
   if (is_reliable(qp_.type) || qp_.state() == QpState::kErr || qp_.state() == QpState::kSqe) return;
   // UC and UD complete as soon as the message is on the wire.
   rec.response_done = true;
@@ -73,7 +76,9 @@ void Requester::pump(const SendRecord* hint) {
 bool Requester::send_express(const SendRecord& r) {
   RequesterState& rq = qp_.req;
   const bool resend = psn_cmp(rq.tx_psn, rq.max_sent_psn) < 0;
-  if (qp_.type != QpType::kRc || resend || !fits_window(r) || !(express_write(r) || express_send(r))) return false;
+  if ((qp_.type != QpType::kRc && qp_.type != QpType::kUc) || resend || !fits_window(r) ||
+      !(express_write(r) || express_send(r)))
+    return false;
   rq.tx_psn = rq.max_sent_psn = psn_add(r.first_psn, r.npkts);
   return true;
 }

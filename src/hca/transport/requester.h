@@ -66,6 +66,11 @@ class Requester {
   bool express_open_now() {
     return open_link() && dev_.loop_holds_only_acks() && link_.target->state() == link_.target_state;
   }
+  // The source of a message going express: inline bytes in the send queue (`source` left empty)
+  // or its one SGE in one mapping; false when it is neither.
+  bool express_source_of(const SendRecord& rec, std::span<const uint8_t>& source);
+  // Moves its bytes to `memory`, from the ring or from `source`.
+  void place_express(const SendWqe& w, std::span<const uint8_t> source, uint8_t* memory);
   // Counts each packet of a message placed express as the wire would (sent, taken, its payload DMAs)
   // and the responder's state and ACKs it leaves; `dest_addr` where the payload went.
   void count_express_packets(const SendRecord& rec, Responder& responder, uint64_t dest_addr);

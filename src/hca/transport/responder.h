@@ -22,9 +22,9 @@ class Responder {
 
   void on_request(const fabric::PacketFields& f, std::span<const uint8_t> payload);
 
-  // Whether this QP takes an RDMA WRITE (no immediate) with P_Key `pkey` looped back from a QP of
-  // this device (express.cc): accept()'s rule.
-  [[nodiscard]] bool takes_express(uint16_t pkey) const;
+  // Whether this QP takes an RDMA WRITE (no immediate) or SEND, whose first packet has opcode
+  // `first` and P_Key `pkey`, looped back from a QP of this device (express.cc): accept()'s rule.
+  [[nodiscard]] bool takes_express(fabric::BthOpcode first, uint16_t pkey) const;
   // Such a WRITE of `len` bytes at `va`/`rkey` whose first packet has PSN `psn`: where its bytes
   // go — host memory in one mapping — when every check on_rc() and place_write() make would pass;
   // nullopt otherwise, with nothing changed (the packets then take the ordinary path). `key`: the
@@ -37,7 +37,7 @@ class Responder {
                                                             MappedKey& key) const {
     // on_rc(): the expected PSN. place_write(): the target, through the key the last WRITE went
     // through when it is the same (its PD and access were checked then).
-    if (psn != qp_.resp.epsn) return std::nullopt;
+    if (psn != qp_.resp.epsn || !whole_message_next()) return std::nullopt;
     return write_target(va, rkey, len, key);
   }
   // express_target() but for the PSN: a run of WRITEs (Requester::execute_write_run()) checked
@@ -75,6 +75,11 @@ class Responder {
     st.write_active = false;
     st.epsn = psn_add(st.epsn, n);
     st.msn = psn_add(st.msn, n);
+  }
+  // Whether the next message may be placed whole: always on RC (PSN order is checked apart); on UC
+  // only when none is half received or being dropped (on_uc() would treat it otherwise).
+  [[nodiscard]] bool whole_message_next() const {
+    return qp_.type != hwif::QpType::kUc || (!qp_.resp.uc_drop_message && !qp_.resp.write_active);
   }
   // QP in error: posted receive WQEs complete with flush errors (not those of an SRQ).
   void flush();

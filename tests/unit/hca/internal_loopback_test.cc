@@ -38,8 +38,9 @@ struct Outcome {
 };
 
 // Both QPs on one device, connected through its own LID; `work` posts on the bench.
-Outcome run(bool internal, const std::function<void(Loopback&, hca::Device&)>& work) {
-  Loopback lb;
+Outcome run(bool internal, const std::function<void(Loopback&, hca::Device&)>& work,
+            hwif::QpType type = hwif::QpType::kRc) {
+  Loopback lb(type);
   PerTlpCounters per_tlp;
   pcie::TlpSink& sink = internal ? static_cast<pcie::TlpSink&>(lb.counters()) : per_tlp;
   hca::Device dev(hca::default_device_config(0), sink, lb, lb);
@@ -94,8 +95,9 @@ void expect_same(const Outcome& wire, const Outcome& inside) {
 struct BothWays {
   Outcome wire, inside;
 };
-BothWays run_both_ways(const std::function<void(Loopback&, hca::Device&)>& work) {
-  BothWays b{run(false, work), run(true, work)};
+BothWays run_both_ways(const std::function<void(Loopback&, hca::Device&)>& work,
+                       hwif::QpType type = hwif::QpType::kRc) {
+  BothWays b{run(false, work, type), run(true, work, type)};
   expect_same(b.wire, b.inside);
   return b;
 }
@@ -284,6 +286,11 @@ TEST(InternalLoopback, ARunThatMeetsABadLocalBufferStopsThereAsOnTheWire) {
   EXPECT_EQ(inside.cqes0[2].syndrome, static_cast<uint8_t>(hwif::CqeSyndrome::kLocProtErr));
 }
 
+// Whether the memory of `o` holds at `to` the `len` bytes it holds at `from`.
+bool copied(const Outcome& o, size_t to, size_t from, size_t len) {
+  return std::memcmp(o.memory.data() + to, o.memory.data() + from, len) == 0;
+}
+
 // ---- SENDs ----------------------------------------------------------------------------------------
 
 TEST(InternalLoopback, ASendIntoAPostedReceiveIsPlacedWholeAndCountedAsOnTheWire) {
@@ -301,7 +308,7 @@ TEST(InternalLoopback, ASendIntoAPostedReceiveIsPlacedWholeAndCountedAsOnTheWire
   EXPECT_EQ(inside.cqes1[0].opcode, hwif::CqeOpcode::kRespSend);
   ASSERT_EQ(inside.cqes0.size(), 1u);
   EXPECT_EQ(inside.cqes0[0].syndrome, 0u);
-  EXPECT_EQ(std::memcmp(inside.memory.data() + 200000, inside.memory.data() + 100, 3000), 0);
+  EXPECT_TRUE(copied(inside, 200000, 100, 3000));
 }
 
 TEST(InternalLoopback, APostListOfSendsTakesOneReceiveEachAsOnTheWire) {
@@ -323,7 +330,7 @@ TEST(InternalLoopback, APostListOfSendsTakesOneReceiveEachAsOnTheWire) {
     EXPECT_EQ(inside.cqes1[i].wqe_counter, i);
     EXPECT_EQ(inside.cqes1[i].opcode, i % 3 == 1 ? hwif::CqeOpcode::kRespSendImm : hwif::CqeOpcode::kRespSend);
   }
-  EXPECT_EQ(std::memcmp(inside.memory.data() + 210000 + 256 * 11, inside.memory.data() + 64 * 11, 8 + 16 * 11), 0);
+  EXPECT_TRUE(copied(inside, 210000 + 256 * 11, 64 * 11, 8 + 16 * 11));
 }
 
 TEST(InternalLoopback, ASendWithNoReceivePostedIsRnrNakedThenDeliveredAsOnTheWire) {
@@ -342,7 +349,7 @@ TEST(InternalLoopback, ASendWithNoReceivePostedIsRnrNakedThenDeliveredAsOnTheWir
   EXPECT_EQ(inside.cqes1[0].syndrome, 0u);
   ASSERT_EQ(inside.cqes0.size(), 1u);
   EXPECT_EQ(inside.cqes0[0].syndrome, 0u);
-  EXPECT_EQ(std::memcmp(inside.memory.data() + 220000, inside.memory.data() + 300, 64), 0);
+  EXPECT_TRUE(copied(inside, 220000, 300, 64));
 }
 
 TEST(InternalLoopback, ASendLongerThanItsReceiveFailsBothSidesAsOnTheWire) {
@@ -398,11 +405,54 @@ TEST(InternalLoopback, SendsAndWritesInterleavedInOneDoorbellAreCountedAsOnTheWi
   EXPECT_EQ(inside.stats.express_writes, 2u);
   ASSERT_EQ(inside.cqes1.size(), 2u);
   EXPECT_EQ(inside.cqes1[1].opcode, hwif::CqeOpcode::kRespSendImm);
-  const uint8_t* m = inside.memory.data();
-  EXPECT_EQ(std::memcmp(m + 5000, m + 1000, 256), 0);
-  EXPECT_EQ(std::memcmp(m + 250000, m + 6000, 256), 0);
-  EXPECT_EQ(std::memcmp(m + 7000, m + 2000, 16), 0);
-  EXPECT_EQ(std::memcmp(m + 251000, m + 8000, 300), 0);
+  EXPECT_TRUE(copied(inside, 5000, 1000, 256));
+  EXPECT_TRUE(copied(inside, 250000, 6000, 256));
+  EXPECT_TRUE(copied(inside, 7000, 2000, 16));
+  EXPECT_TRUE(copied(inside, 251000, 8000, 300));
+}
+
+// ---- UC ---------------------------------------------------------------------------------------
+
+TEST(InternalLoopback, UcWritesAndSendsArePlacedWholeAndCountedAsOnTheWireWithNoAcks) {
+  // A multi-packet WRITE, inline and SGE WRITEs, SENDs with and without an immediate: no ACK on
+  // either side, each WQE complete once sent.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post_recv(1, 4096, 260000);
+    lb.post_recv(1, 64, 265000);
+    lb.post(dev, 0, WqeOpcode::kRdmaWrite, 3000, 100, 20000, 0, true, false);
+    lb.post_inline_write(dev, 0, 24, 4000, 24000, false, false);
+    lb.post(dev, 0, WqeOpcode::kSend, 2500, 5000, 0, 0, true, false);
+    lb.post(dev, 0, WqeOpcode::kSendImm, 8, 9000, 0, 0, true, false);
+    lb.ring(dev, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work, hwif::QpType::kUc);
+  EXPECT_EQ(inside.stats.acks_sent, 0u);
+  EXPECT_EQ(inside.stats.packets_sent, 3u + 1u + 3u + 1u);
+  EXPECT_EQ(inside.stats.express_writes, 2u);
+  EXPECT_EQ(inside.stats.express_sends, 2u);
+  ASSERT_EQ(inside.cqes0.size(), 3u);
+  ASSERT_EQ(inside.cqes1.size(), 2u);
+  EXPECT_EQ(inside.cqes1[1].opcode, hwif::CqeOpcode::kRespSendImm);
+  EXPECT_TRUE(copied(inside, 20000, 100, 3000));
+  EXPECT_TRUE(copied(inside, 24000, 4000, 24));
+  EXPECT_TRUE(copied(inside, 260000, 5000, 2500));
+}
+
+TEST(InternalLoopback, AUcSendWithNoReceiveIsDroppedAndTheNextOneLandsAsOnTheWire) {
+  // No receive posted for the first SEND: UC drops it (counted) and completes the sender's WQE;
+  // the second lands in the receive posted after it.
+  const auto work = [](Loopback& lb, hca::Device& dev) {
+    lb.post(dev, 0, WqeOpcode::kSend, 64, 0, 0);
+    lb.pump(dev);
+    lb.post_recv(1, 128, 270000);
+    lb.post(dev, 0, WqeOpcode::kSend, 64, 64, 0);
+  };
+  const auto [wire, inside] = run_both_ways(work, hwif::QpType::kUc);
+  EXPECT_EQ(inside.stats.dropped[static_cast<size_t>(hca::DropReason::kNoReceiveWqe)], 1u);
+  EXPECT_EQ(inside.stats.express_sends, 1u);
+  ASSERT_EQ(inside.cqes0.size(), 2u);
+  ASSERT_EQ(inside.cqes1.size(), 1u);
+  EXPECT_TRUE(copied(inside, 270000, 64, 64));
 }
 
 }  // namespace

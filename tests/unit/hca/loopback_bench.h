@@ -1,4 +1,4 @@
-// A test bench for one device with two RC QPs (WQEs and receive WQEs written by the bench) connected to each other through the device's own
+// A test bench for one device with two RC (or UC) QPs (WQEs and receive WQEs written by the bench) connected to each other through the device's own
 // port (loopback: packets sent are queued, then handed to a chosen Device object). Rings and the
 // data buffer are test memory; WQEs are written by hand in the hwif format; time moves by hand.
 // Each side (0, 1) has its own PD, memory key over the whole buffer, CQ and QP, so the two can
@@ -89,14 +89,15 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     uint32_t cq_ci = 0;
   };
 
-  Loopback() : buf_(kBufBytes) {}
+  // RC QPs, or UC ones (`type`).
+  explicit Loopback(hwif::QpType type = hwif::QpType::kRc) : buf_(kBufBytes), type_(type) {}
 
   static uint64_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
   uint8_t* buf() { return buf_.data(); }
   Side& side(int s) { return sides_[s]; }
   pcie::Counters& counters() { return counters_; }
 
-  // PD, memory key over the whole buffer (every right), CQ and RC QP of side s, owned by `owner`.
+  // PD, memory key over the whole buffer (every right), CQ and QP of side s, owned by `owner`.
   void create(hca::Device& dev, int s, uint32_t owner) {
     using namespace hwif;
     dev.set_owner(owner);
@@ -124,7 +125,7 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     ASSERT_EQ(exec_cmd(dev, cq, cqo), 0);
     d.cqn = cqo.cqn;
     CreateQpIn qp;
-    qp.type = QpType::kRc;
+    qp.type = type_;
     qp.pdn = d.pdn;
     qp.send_cqn = qp.recv_cqn = d.cqn;
     qp.sq_addr = addr(d.sq.data());
@@ -289,7 +290,8 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     m.qpn = sides_[s].qpn;
     m.attr.state = QpState::kInit;
     m.attr.port_num = 1;
-    m.attr.access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+    const bool rc = type_ == QpType::kRc;
+    m.attr.access_flags = rc ? kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic : kAccessRemoteWrite;
     m.attr_mask = kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags;
     ASSERT_EQ(exec_cmd(dev, m), 0);
     m.attr.state = QpState::kRtr;
@@ -299,7 +301,7 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     m.attr.rq_psn = 0;
     m.attr.max_dest_rd_atomic = 4;
     m.attr.min_rnr_timer = 1;
-    m.attr_mask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    m.attr_mask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | (rc ? kQpMaxDestRdAtomic | kQpMinRnrTimer : 0u);
     ASSERT_EQ(exec_cmd(dev, m), 0);
     m.attr.state = QpState::kRts;
     m.attr.sq_psn = 0;
@@ -307,13 +309,14 @@ class Loopback : public hca::PacketPort, public hca::EngineClock {
     m.attr.retry_cnt = retry_cnt;
     m.attr.rnr_retry = 7;
     m.attr.max_rd_atomic = 4;
-    m.attr_mask = kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+    m.attr_mask = kQpState | kQpSqPsn | (rc ? kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic : 0u);
     ASSERT_EQ(exec_cmd(dev, m), 0);
   }
 
   pcie::Counters counters_;
   PageBytes buf_;
   std::array<Side, 2> sides_;
+  hwif::QpType type_;
   std::deque<std::vector<uint8_t>> queue_;
   Picoseconds now_{0};
 };
